@@ -1,0 +1,71 @@
+"""`datasets` builder of the NSP length-split tasks (I-BERT paper §5.1): configs `add`, `copy`, `reverse`.
+
+    builder = NSPInductive(config_name="add", train_size=1000)   # any NSPConfig field can be overridden
+    builder.download_and_prepare()
+    splits = builder.as_dataset()
+
+`lengthgen-data export nsp_inductive --output-dir DIR` writes the same data as a Hub-style parquet folder.
+"""
+
+from dataclasses import dataclass
+
+import datasets
+
+from .nsp import TASKS, generate_nsp_splits
+
+
+@dataclass
+class NSPConfig(datasets.BuilderConfig):
+    """Generating parameters; defaults are the paper's (25,600 train with d = 2..12, 1,536 validation with 13..16)."""
+
+    train_size: int = 25_600
+    validation_size: int = 1_536
+    train_difficulties: tuple[int, int] = (2, 12)
+    validation_difficulties: tuple[int, int] = (13, 16)
+    seed: int = 0
+
+    def generating_parameters(self) -> dict:
+        return {
+            "task": self.name,
+            "train_size": self.train_size,
+            "validation_size": self.validation_size,
+            "train_difficulties": list(self.train_difficulties),
+            "validation_difficulties": list(self.validation_difficulties),
+            "seed": self.seed,
+        }
+
+
+class NSPInductive(datasets.GeneratorBasedBuilder):
+    """Number sequence prediction (add, copy, reverse) split by digit count, from the I-BERT paper (§5.1)."""
+
+    BUILDER_CONFIG_CLASS = NSPConfig
+    BUILDER_CONFIGS = [NSPConfig(name=task, description=f"NSP {task} split by digit count") for task in TASKS]
+    DEFAULT_CONFIG_NAME = "add"
+
+    def _info(self):
+        return datasets.DatasetInfo(
+            description=__doc__,
+            features=datasets.Features(
+                {
+                    "input": datasets.Value("string"),
+                    "target": datasets.Value("string"),
+                    "difficulty": datasets.Value("int32"),
+                    "length": datasets.Value("int32"),
+                    "numbers": datasets.Sequence(datasets.Value("string")),
+                }
+            ),
+            citation="Nam et al., I-BERT: Inductive Generalization of Transformer to Arbitrary Context Lengths, 2020.",
+        )
+
+    def _split_generators(self, dl_manager):
+        if self.config.name not in TASKS:
+            raise ValueError(f"Unknown nsp_inductive config {self.config.name!r}; expected one of {TASKS}.")
+        params = self.config.generating_parameters()
+        splits = generate_nsp_splits(**params)
+        return [
+            datasets.SplitGenerator(name=getattr(datasets.Split, name.upper()), gen_kwargs={"rows": rows})
+            for name, rows in splits.items()
+        ]
+
+    def _generate_examples(self, rows):
+        yield from enumerate(rows)

@@ -1,0 +1,296 @@
+#!/usr/bin/env python
+"""Train and evaluate a masked LM (I-BERT or the BERT baseline) on a length-split masked task.
+
+    python examples/run_mlm.py --config_name hub_configs/ibert-nsp --dataset_name nsp_inductive \
+        --dataset_config_name add --output_dir outputs/ibert-nsp-add --do_train --do_eval
+    accelerate launch examples/run_mlm.py ...            # same arguments, any number of processes
+
+The model is built from `--config_name` (a hub_configs/ folder: config.json plus tokenizer files) or loaded from
+`--model_name_or_path` (a checkpoint folder or Hub id). `--dataset_name` is one of lengthgen's builders
+(`nsp_inductive`, `ptb_inductive`; override generating parameters with `--dataset_param KEY=VALUE`), or anything
+`datasets.load_dataset` reads (an exported folder, a Hub repository) with `input`, `target` and `difficulty` columns.
+
+Evaluation reports, per evaluation set, sequence accuracy (exact match on the masked span) overall and per
+difficulty, masked-token accuracy, and over the masked tokens the NLL, bits per token (bits per character on character
+tasks) and perplexity; training reports sequences per second (`train_samples_per_second`). Metrics are written to
+`{output_dir}/all_results.json` and logged to TensorBoard.
+"""
+
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+import datasets
+import evaluate
+import torch
+import transformers
+from huggingface_hub import HfApi
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    DataCollatorForTokenClassification,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
+from lengthgen.data.export import BUILDERS, _parse_param, build
+from lengthgen.data.masked_lm import (
+    MASKED_SPAN_ACCURACY,
+    flatten_metrics,
+    masked_spans,
+    predictions_and_label_log_probs,
+    tokenize_masked_examples,
+)
+from lengthgen.data.tokenization import tokenizer_for_task
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint folder or Hub id to fine-tune."})
+    config_name: str | None = field(
+        default=None, metadata={"help": "Config folder or Hub id (e.g. hub_configs/ibert-nsp) to train from scratch."}
+    )
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "Tokenizer folder or Hub id; default: the model's or config's, else the task's."}
+    )
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Override config fields when training from scratch: 'hidden_size=64,num_hidden_layers=2'."}
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+
+
+@dataclass
+class DataArguments:
+    dataset_name: str = field(default="nsp_inductive", metadata={"help": "A lengthgen builder or a load_dataset path."})
+    dataset_config_name: str | None = field(default="add", metadata={"help": "Config of the dataset (e.g. add, char)."})
+    dataset_param: list[str] = field(
+        default_factory=list, metadata={"help": "Generating parameters of a lengthgen builder: KEY=VALUE [KEY=VALUE ...], JSON values."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Truncate the validation set."})
+    eval_train_samples: int = field(
+        default=0, metadata={"help": "Also evaluate on this many training rows (accuracy at the trained lengths)."}
+    )
+
+
+@dataclass
+class MLMTrainingArguments(TrainingArguments):
+    lr_decay_per_epoch: float | None = field(
+        default=None,
+        metadata={
+            "help": "Multiply the learning rate by this factor after every epoch (paper: 0.97, with Adam), "
+            "instead of --lr_scheduler_type."
+        },
+    )
+
+
+def load_splits(args: DataArguments) -> datasets.DatasetDict:
+    if args.dataset_name in BUILDERS:
+        params = dict(_parse_param(p) for p in args.dataset_param)
+        return build(args.dataset_name, args.dataset_config_name, **params)[1]
+    if args.dataset_param:
+        raise ValueError("--dataset_param applies to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
+    return datasets.load_dataset(args.dataset_name, args.dataset_config_name)
+
+
+def load_tokenizer(model_args: ModelArguments, data_args: DataArguments, splits):
+    source = model_args.tokenizer_name or model_args.model_name_or_path or model_args.config_name
+    if source is not None:
+        try:
+            return AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
+        except (OSError, ValueError):
+            if model_args.tokenizer_name:
+                raise
+            logger.info("No tokenizer in %s: building the task's own.", source)
+    texts = splits["train"]["target"] if "train" in splits else None
+    return tokenizer_for_task(data_args.dataset_name, data_args.dataset_config_name, texts)
+
+
+def load_model(model_args: ModelArguments, tokenizer):
+    if model_args.model_name_or_path:
+        return AutoModelForMaskedLM.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
+    if not model_args.config_name:
+        raise ValueError("Pass --model_name_or_path (fine-tune) or --config_name (train from scratch).")
+    config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+    if model_args.config_overrides:
+        config.update_from_string(model_args.config_overrides)
+    if config.vocab_size != len(tokenizer):
+        logger.info("Setting vocab_size %d -> %d to match the tokenizer.", config.vocab_size, len(tokenizer))
+        config.vocab_size = len(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
+
+
+def exponential_decay_optimizer(model, args: MLMTrainingArguments, num_train_rows: int):
+    """Adam(W) whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1)."""
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=args.learning_rate,
+        betas=(args.adam_beta1, args.adam_beta2),
+        eps=args.adam_epsilon,
+        weight_decay=args.weight_decay,
+    )
+    rows_per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
+    steps_per_epoch = max(1, math.ceil(num_train_rows / rows_per_step))
+    gamma = args.lr_decay_per_epoch
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: gamma ** (step // steps_per_epoch))
+    return optimizer, scheduler
+
+
+def write_model_card_section(output_dir: str, model, data_args: DataArguments, metrics: dict):
+    """Append the paper, the task and the per-difficulty results to the Trainer's model card."""
+    rows = sorted(
+        (name.split("_sequence_accuracy_d")[0].replace("eval_", ""), int(name.rsplit("_d", 1)[1]), value)
+        for name, value in metrics.items()
+        if "_sequence_accuracy_d" in name
+    )
+    lines = [
+        "",
+        "## lengthgen",
+        "",
+        f"Architecture `{model.config.model_type}` trained with lengthgen's `examples/run_mlm.py` on "
+        f"`{data_args.dataset_name}` / `{data_args.dataset_config_name}`, a task split by length: the validation "
+        "difficulties are never seen in training.",
+        "",
+        "I-BERT: H. Nam, S. B. Seo, V. S. Mailthody, N. Michael, L. Li. *I-BERT: Inductive Generalization of "
+        "Transformer to Arbitrary Context Lengths*, 2020.",
+    ]
+    if rows:
+        lines += ["", "| evaluation set | difficulty | sequence accuracy |", "| --- | --- | --- |"]
+        lines += [f"| {name} | {d} | {value:.4f} |" for name, d, value in rows]
+    with open(os.path.join(output_dir, "README.md"), "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def make_compute_metrics(difficulties):
+    """compute_metrics for one evaluation set, whose rows have these difficulties (evaluation keeps row order)."""
+    metric = evaluate.load(MASKED_SPAN_ACCURACY)
+
+    def compute_metrics(eval_prediction):
+        (predicted_ids, label_log_probs), label_ids = eval_prediction.predictions, eval_prediction.label_ids
+        predictions, references, log_probs = masked_spans(predicted_ids, label_log_probs, label_ids)
+        result = metric.compute(
+            predictions=predictions,
+            references=references,
+            difficulties=difficulties[: len(predictions)],
+            target_log_probs=log_probs,
+        )
+        return flatten_metrics(result)
+
+    return compute_metrics
+
+
+def main(argv=None):
+    parser = HfArgumentParser((ModelArguments, DataArguments, MLMTrainingArguments))
+    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
+    else:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
+        training_args.report_to = ["tensorboard"]
+
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    if not training_args.should_log:
+        transformers.utils.logging.set_verbosity_warning()
+    set_seed(training_args.seed)
+
+    last_checkpoint = None
+    if training_args.do_train and os.path.isdir(training_args.output_dir):
+        last_checkpoint = get_last_checkpoint(training_args.output_dir)
+        if last_checkpoint is not None and training_args.resume_from_checkpoint is None:
+            logger.info("Resuming from %s", last_checkpoint)
+
+    with training_args.main_process_first(desc="dataset generation"):
+        splits = load_splits(data_args)
+    if "validation" not in splits:
+        raise ValueError(f"{data_args.dataset_name} has no 'validation' split; it has {sorted(splits)}.")
+    tokenizer = load_tokenizer(model_args, data_args, splits)
+    model = load_model(model_args, tokenizer)
+
+    if data_args.max_train_samples is not None and "train" in splits:
+        splits["train"] = splits["train"].select(range(min(data_args.max_train_samples, len(splits["train"]))))
+    if data_args.max_eval_samples is not None:
+        splits["validation"] = splits["validation"].select(range(min(data_args.max_eval_samples, len(splits["validation"]))))
+    eval_sets = {"validation": splits["validation"]}
+    if data_args.eval_train_samples and "train" in splits:
+        eval_sets["train"] = splits["train"].select(range(min(data_args.eval_train_samples, len(splits["train"]))))
+
+    def featurize(dataset):
+        columns = [c for c in dataset.column_names if c != "difficulty"]
+        return dataset.map(
+            tokenize_masked_examples, batched=True, fn_kwargs={"tokenizer": tokenizer}, remove_columns=columns
+        )
+
+    with training_args.main_process_first(desc="tokenization"):
+        train_dataset = featurize(splits["train"]) if training_args.do_train else None
+        eval_features = {name: featurize(dataset) for name, dataset in eval_sets.items()}
+
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_features["validation"],
+        processing_class=tokenizer,
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+        compute_metrics=make_compute_metrics(eval_sets["validation"]["difficulty"]),
+        preprocess_logits_for_metrics=predictions_and_label_log_probs,
+        optimizers=(
+            exponential_decay_optimizer(model, training_args, len(train_dataset))
+            if training_args.lr_decay_per_epoch and train_dataset is not None
+            else (None, None)
+        ),
+    )
+
+    all_metrics = {}
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
+        trainer.save_model()
+        trainer.log_metrics("train", train_result.metrics)
+        trainer.save_metrics("train", train_result.metrics)
+        trainer.save_state()
+        all_metrics.update({f"train_{k}": v for k, v in train_result.metrics.items()})
+
+    if training_args.do_eval:
+        for name, dataset in eval_sets.items():
+            trainer.compute_metrics = make_compute_metrics(dataset["difficulty"])
+            metrics = trainer.evaluate(eval_dataset=eval_features[name], metric_key_prefix=f"eval_{name}")
+            trainer.log_metrics(f"eval_{name}", metrics)
+            trainer.save_metrics(f"eval_{name}", metrics)
+            all_metrics.update(metrics)
+        if training_args.should_save:
+            with open(os.path.join(training_args.output_dir, "all_results.json"), "w") as f:
+                json.dump(all_metrics, f, indent=2)
+
+    if training_args.should_save:
+        trainer.create_model_card(
+            finetuned_from=model_args.model_name_or_path,
+            tasks="fill-mask",
+            dataset=f"{data_args.dataset_name} ({data_args.dataset_config_name})",
+            tags=["lengthgen", "length-generalization", model.config.model_type],
+        )
+        write_model_card_section(training_args.output_dir, model, data_args, all_metrics)
+        if training_args.push_to_hub:
+            # Trainer.push_to_hub would write its card over ours: upload the folder as it stands.
+            HfApi().upload_folder(
+                repo_id=trainer.hub_model_id,
+                folder_path=training_args.output_dir,
+                commit_message="lengthgen run_mlm.py: end of training",
+                ignore_patterns=["_*", "checkpoint-*"],
+            )
+    return all_metrics
+
+
+if __name__ == "__main__":
+    main()
