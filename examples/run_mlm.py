@@ -104,14 +104,13 @@ def load_splits(args: DataArguments) -> datasets.DatasetDict:
 
 
 def load_tokenizer(model_args: ModelArguments, data_args: DataArguments, splits):
-    source = model_args.tokenizer_name or model_args.model_name_or_path or model_args.config_name
+    """--tokenizer_name, else the checkpoint's tokenizer; from scratch on a lengthgen task, the task's own (a word
+    task builds its vocabulary from the training targets); from scratch on other data, the config folder's."""
+    source = model_args.tokenizer_name or model_args.model_name_or_path
+    if source is None and data_args.dataset_name not in BUILDERS:
+        source = model_args.config_name
     if source is not None:
-        try:
-            return AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
-        except (OSError, ValueError):
-            if model_args.tokenizer_name:
-                raise
-            logger.info("No tokenizer in %s: building the task's own.", source)
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
     texts = splits["train"]["target"] if "train" in splits else None
     return tokenizer_for_task(data_args.dataset_name, data_args.dataset_config_name, texts)
 
@@ -200,6 +199,8 @@ def main(argv=None):
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if not training_args.report_to or training_args.report_to in ("none", ["none"]):
         training_args.report_to = ["tensorboard"]
+    if training_args.ddp_find_unused_parameters is None:
+        training_args.ddp_find_unused_parameters = False  # every parameter takes part in the MLM loss
 
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     if not training_args.should_log:

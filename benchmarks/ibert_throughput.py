@@ -1,0 +1,118 @@
+#!/usr/bin/env python
+"""Training throughput of I-BERT vs. BERT (and XLNet) of the same size, measured in one process.
+
+For each sequence length, the models take turns (A, B, C, A, B, C, ...) running full training steps (forward,
+backward, Adam update) on the same random batch, so a noisy shared machine slows them alike; the median step time
+of each gives sequences per second, and the ratios to BERT are printed.
+
+    python benchmarks/ibert_throughput.py                         # base size (paper Table 1), lengths 64 and 256
+    python benchmarks/ibert_throughput.py --hidden-size 256 --layers 4 --heads 4 --steps 3
+
+Paper (Titan V, PTB char): I-BERT 72, BERT 88, XLNet 35 sequences/s, i.e. I-BERT = 0.82x BERT.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from transformers import BertConfig, BertForMaskedLM, XLNetConfig, XLNetLMHeadModel
+
+from lengthgen.modeling import IBertConfig, IBertForMaskedLM
+
+
+def build_models(args):
+    size = dict(hidden_size=args.hidden_size, num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                intermediate_size=4 * args.hidden_size, vocab_size=args.vocab_size)
+    models = {
+        "BERT": BertForMaskedLM(BertConfig(**size, max_position_embeddings=max(512, max(args.lengths)))),
+        "I-BERT": IBertForMaskedLM(IBertConfig(**size)),
+    }
+    if not args.no_xlnet:
+        models["XLNet"] = XLNetLMHeadModel(
+            XLNetConfig(vocab_size=args.vocab_size, d_model=args.hidden_size, n_layer=args.layers, n_head=args.heads,
+                        d_inner=4 * args.hidden_size)
+        )
+    return models
+
+
+def make_batch(args, length, generator):
+    """Random ids with a fixed 15% of positions masked; labels only there (and XLNet's two-stream targets)."""
+    input_ids = torch.randint(5, args.vocab_size, (args.batch_size, length), generator=generator)
+    num_masked = max(1, int(0.15 * length))
+    masked = torch.stack([torch.randperm(length, generator=generator)[:num_masked].sort().values for _ in range(args.batch_size)])
+    labels = torch.full_like(input_ids, -100).scatter(1, masked, input_ids.gather(1, masked))
+    masked_inputs = input_ids.scatter(1, masked, 4)
+    is_masked = labels != -100
+    # XLNet: no token may see a masked token's content; predict the masked positions from the query stream
+    perm_mask = is_masked[:, None, :].expand(-1, length, -1).float()
+    target_mapping = torch.nn.functional.one_hot(masked, length).float()
+    return {
+        "mlm": {"input_ids": masked_inputs, "attention_mask": torch.ones_like(input_ids), "labels": labels},
+        "xlnet": {"input_ids": masked_inputs, "perm_mask": perm_mask, "target_mapping": target_mapping,
+                  "labels": input_ids.gather(1, masked)},
+    }
+
+
+def training_step(model, optimizer, inputs):
+    loss = model(**inputs).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def measure(args):
+    torch.manual_seed(0)
+    models = build_models(args)
+    optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-5) for name, model in models.items()}
+    results = {}
+    for length in args.lengths:
+        batch = make_batch(args, length, torch.Generator().manual_seed(length))
+        times = {name: [] for name in models}
+        for step in range(args.warmup + args.steps):
+            for name, model in models.items():
+                model.train()
+                inputs = batch["xlnet"] if name == "XLNet" else batch["mlm"]
+                start = time.perf_counter()
+                training_step(model, optimizers[name], inputs)
+                if step >= args.warmup:
+                    times[name].append(time.perf_counter() - start)
+        seqs_per_s = {name: args.batch_size / statistics.median(t) for name, t in times.items()}
+        results[length] = {
+            "sequences_per_second": seqs_per_s,
+            "ratio_to_bert": {name: v / seqs_per_s["BERT"] for name, v in seqs_per_s.items()},
+        }
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hidden-size", type=int, default=768)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--vocab-size", type=int, default=10_000, help="PTB word vocabulary size")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--no-xlnet", action="store_true")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = measure(args)
+    print(f"training sequences/s, hidden {args.hidden_size}, {args.layers} layers, batch {args.batch_size}, "
+          f"{torch.get_num_threads()} threads, median of {args.steps} steps")
+    for length, r in results.items():
+        cells = "  ".join(f"{n} {v:7.2f} ({r['ratio_to_bert'][n]:.2f}x)" for n, v in r["sequences_per_second"].items())
+        print(f"length {length:>4}: {cells}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "results": results}, f, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    main()

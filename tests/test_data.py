@@ -1,0 +1,210 @@
+import collections
+import json
+import os
+
+import datasets
+import evaluate
+import pytest
+
+from lengthgen.data.export import export, fingerprint, main as cli_main
+from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, tokenize_masked_examples
+from lengthgen.data.nsp import DELIMITER, MASK, generate_nsp_splits
+from lengthgen.data.nsp_inductive import NSPInductive
+from lengthgen.data.ptb import generate_ptb_splits, read_ptb_sentences
+from lengthgen.data.ptb_inductive import PTBInductive
+from lengthgen.data.tokenization import character_tokenizer, digit_tokenizer, word_tokenizer
+
+# sha256 of the default splits' rows (seed 0) as canonical JSON; a change here changes everyone's data.
+DEFAULT_FINGERPRINTS = {
+    "add": "fcde5ba654b02b40a9a54cf91aa3e7f20c81a72fd1cf79bfc40c36b7de95cb2d",
+    "copy": "de6ff827f110698fe93fa557c825f6ed5d7c883a3853bc015622b479ea1a8fd8",
+    "reverse": "01371ddd3076c0ee880a7ac16bb670f503bc0b319c279bfab9ebc8eb5e688aa9",
+}
+PTB_FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "ptb")
+
+
+def numbers_from_tokens(tokens: list[str]) -> list[int]:
+    """Decode little-endian digit groups separated by the delimiter: '3 4 _ 1' -> [43, 1]."""
+    groups = " ".join(tokens).split(DELIMITER)
+    return [int("".join(reversed(group.split()))) for group in groups]
+
+
+@pytest.fixture(scope="module")
+def nsp_splits(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    out = {}
+    for task in DEFAULT_FINGERPRINTS:
+        builder = NSPInductive(config_name=task, cache_dir=str(cache))
+        builder.download_and_prepare()
+        out[task] = builder.as_dataset()
+    return out
+
+
+@pytest.mark.parametrize("task", sorted(DEFAULT_FINGERPRINTS))
+def test_nsp_sizes_difficulties_and_fingerprint(nsp_splits, task):
+    splits = nsp_splits[task]
+    assert len(splits["train"]) == 25_600 and len(splits["validation"]) == 1_536
+    train_counts = collections.Counter(splits["train"]["difficulty"])
+    assert sorted(train_counts) == list(range(2, 13))
+    assert max(train_counts.values()) - min(train_counts.values()) <= 1  # 25,600 / 11 is not whole
+    assert collections.Counter(splits["validation"]["difficulty"]) == {d: 384 for d in range(13, 17)}
+    assert fingerprint(splits) == DEFAULT_FINGERPRINTS[task]
+
+
+@pytest.mark.parametrize("task", sorted(DEFAULT_FINGERPRINTS))
+def test_nsp_rows_follow_the_task_rule(nsp_splits, task):
+    for split in ("train", "validation"):
+        for row in nsp_splits[task][split]:
+            inputs, targets = row["input"].split(), row["target"].split()
+            assert row["length"] == len(inputs) == len(targets)
+            numbers = numbers_from_tokens(targets)
+            groups = [g.split() for g in row["target"].split(DELIMITER)]
+            masked = [i for i, t in enumerate(inputs) if t == MASK]
+            # exactly the digits of the last number are masked, everything else is given unchanged
+            assert masked == list(range(len(targets) - len(groups[-1]), len(targets)))
+            assert all(i == t for i, t in zip(inputs, targets) if i != MASK)
+            d = row["difficulty"]
+            assert len(groups[-2]) == d and all(len(g) <= d for g in groups[:-1])
+            if task == "add":
+                assert numbers[2] == numbers[0] + numbers[1]
+            elif task == "copy":
+                assert groups[1] == groups[0]
+            else:
+                assert groups[1] == groups[0][::-1]
+
+
+def test_nsp_lengths_never_overlap_and_overlap_is_refused():
+    splits = generate_nsp_splits("copy", train_size=50, validation_size=20, train_difficulties=(1, 3), validation_difficulties=(4, 5))
+    assert max(r["difficulty"] for r in splits["train"]) < min(r["difficulty"] for r in splits["validation"])
+    # copy: the token length is 2d + 1, so disjoint digits mean disjoint lengths
+    assert max(r["length"] for r in splits["train"]) < min(r["length"] for r in splits["validation"])
+    with pytest.raises(ValueError, match="overlap"):
+        generate_nsp_splits("add", train_size=50, validation_size=20, train_difficulties=(1, 4), validation_difficulties=(4, 6))
+
+
+def test_nsp_same_seed_same_rows_other_seed_other_rows():
+    a = generate_nsp_splits("add", train_size=100, validation_size=10, seed=3)
+    b = generate_nsp_splits("add", train_size=100, validation_size=10, seed=3)
+    c = generate_nsp_splits("add", train_size=100, validation_size=10, seed=4)
+    assert a == b and a != c
+
+
+def test_unknown_config_raises_value_error(tmp_path):
+    with pytest.raises(ValueError, match="mul"):
+        NSPInductive(config_name="mul", cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="sentence"):
+        PTBInductive(config_name="sentence", cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="mul"):
+        export("nsp_inductive", str(tmp_path), ["mul"])
+
+
+def test_export_folder_loads_with_load_dataset(tmp_path, monkeypatch):
+    params = {"train_size": 40, "validation_size": 8, "train_difficulties": (1, 3), "validation_difficulties": (4, 5)}
+    folder = export("nsp_inductive", str(tmp_path), ["add"], **params)
+    export("nsp_inductive", str(tmp_path), ["copy"], **params)  # a second export keeps the first config
+    card = open(os.path.join(folder, "README.md")).read()
+    assert card.startswith("---\nconfigs:\n- config_name: add\n")
+    assert "- config_name: copy" in card and "  default: true" in card
+    meta = json.load(open(os.path.join(folder, "add", "generation.json")))
+    assert meta["parameters"]["train_size"] == 40 and meta["splits"] == {"train": 40, "validation": 8}
+
+    direct = NSPInductive(config_name="add", cache_dir=str(tmp_path / "cache"), **params)
+    direct.download_and_prepare()
+    expected = direct.as_dataset()
+    assert meta["fingerprint"] == fingerprint(expected)
+
+    loaded = datasets.load_dataset(folder, "add")
+    assert loaded["train"].to_list() == expected["train"].to_list()
+    assert datasets.load_dataset(folder)["validation"].to_list() == expected["validation"].to_list()  # default: add
+    monkeypatch.chdir(tmp_path)
+    assert datasets.load_dataset("nsp_inductive", "copy")["train"][0]["input"].count(MASK) >= 1
+
+
+def test_cli_export_and_push_to_hub_intercepted(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr("huggingface_hub.HfApi.create_repo", lambda self, repo_id, **kw: calls.append(("create", repo_id, kw)))
+    monkeypatch.setattr(
+        "huggingface_hub.HfApi.upload_folder",
+        lambda self, folder_path, repo_id, **kw: calls.append(("upload", repo_id, sorted(os.listdir(folder_path)))),
+    )
+    cli_main(["export", "nsp_inductive", "--config", "reverse", "--output-dir", str(tmp_path), "--push-to-hub", "me/nsp",
+              "--param", "train_size=10", "--param", "validation_size=4"])
+    assert calls[0][:2] == ("create", "me/nsp") and calls[0][2]["repo_type"] == "dataset"
+    assert calls[1] == ("upload", "me/nsp", ["README.md", "reverse"])
+
+
+def test_ptb_splits_on_fixture():
+    sentences = read_ptb_sentences(os.path.join(PTB_FIXTURE, "ptb.train.txt"))
+    word = generate_ptb_splits(sentences, "word")
+    char = generate_ptb_splits(sentences, "char")
+    for splits, (train_range, valid_range) in ((word, ((2, 32), (33, 64))), (char, ((16, 192), (193, 224)))):
+        assert splits["train"] and splits["validation"]
+        for name, (low, high) in (("train", train_range), ("validation", valid_range)):
+            for row in splits[name]:
+                assert low <= row["length"] <= high
+                assert row["length"] == len(row["input"].split()) == len(row["target"].split())
+    # word level: exactly one masked word, and it is the recorded one
+    for row in word["train"]:
+        diffs = [(i, t) for i, t in zip(row["input"].split(), row["target"].split()) if i != t]
+        assert len(diffs) == 1 and diffs[0] == (MASK, row["masked_word"])
+    # char level: the masked characters spell the recorded word, between word boundaries
+    for row in char["train"] + char["validation"]:
+        inputs, targets = row["input"].split(), row["target"].split()
+        masked = [i for i, t in enumerate(inputs) if t == MASK]
+        assert "".join(targets[i] for i in masked) == row["masked_word"]
+        assert masked == list(range(masked[0], masked[0] + len(masked)))
+        assert masked[0] == 0 or targets[masked[0] - 1] == "_"
+        assert masked[-1] == len(targets) - 1 or targets[masked[-1] + 1] == "_"
+    # every fixture sentence of a split's length range is in that split, once
+    in_range = [s for s in sentences if 16 <= sum(map(len, s)) + len(s) - 1 <= 192]
+    assert sorted(r["target"] for r in char["train"]) == sorted(" _ ".join(" ".join(w) for w in s) for s in in_range)
+
+
+def test_ptb_builder_reads_a_local_folder(tmp_path):
+    builder = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path), train_lengths=(2, 20), validation_lengths=(21, 64))
+    builder.download_and_prepare()
+    splits = builder.as_dataset()
+    assert max(splits["train"]["length"]) <= 20 < min(splits["validation"]["length"])
+    again = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path / "b"), train_lengths=(2, 20), validation_lengths=(21, 64))
+    again.download_and_prepare()
+    assert fingerprint(again.as_dataset()) == fingerprint(splits)
+    with pytest.raises(FileNotFoundError, match="ptb.train.txt"):
+        PTBInductive(config_name="word", source=str(tmp_path), cache_dir=str(tmp_path / "c")).download_and_prepare()
+
+
+def test_tokenizers_and_label_alignment(repo_root):
+    tokenizer = digit_tokenizer()
+    features = tokenize_masked_examples({"input": ["3 4 _ [MASK] [MASK]"], "target": ["3 4 _ 3 4"]}, tokenizer)
+    ids = tokenizer.convert_tokens_to_ids(["[CLS]", "3", "4", "_", "[MASK]", "[MASK]", "[SEP]"])
+    assert features["input_ids"][0] == ids
+    three, four = tokenizer.convert_tokens_to_ids(["3", "4"])
+    assert features["labels"][0] == [-100, -100, -100, -100, three, four, -100]
+    # the shipped hub_configs tokenizers are the ones the code builds
+    from transformers import AutoTokenizer
+
+    for folder, built in (("ibert-nsp", tokenizer), ("bert-nsp-baseline", tokenizer), ("ibert-base", character_tokenizer())):
+        shipped = AutoTokenizer.from_pretrained(repo_root / "hub_configs" / folder)
+        assert shipped.get_vocab() == built.get_vocab()
+        assert shipped.mask_token == "[MASK]" and shipped.pad_token_id == 0
+    words = word_tokenizer(["the cat <unk> sat", "a cat"])
+    assert words.unk_token == "<unk>"
+    assert words("the dog")["input_ids"][2] == words.unk_token_id
+    with pytest.raises(ValueError, match="one target token per input token"):
+        tokenize_masked_examples({"input": ["1 2"], "target": ["1 2 3"]}, tokenizer)
+
+
+def test_masked_span_accuracy_metric_hand_worked():
+    metric = evaluate.load(MASKED_SPAN_ACCURACY)
+    result = metric.compute(
+        predictions=[[1, 2], [3], [4, 5]],
+        references=[[1, 2], [4], [4, 6]],
+        difficulties=[2, 2, 3],
+        target_log_probs=[[0.0, 0.0], [-2.0], [-1.0, -1.0]],
+    )
+    assert result["sequence_accuracy"] == pytest.approx(1 / 3)
+    assert result["token_accuracy"] == pytest.approx(3 / 5)
+    assert result["sequence_accuracy_by_difficulty"] == {2: 0.5, 3: 0.0}
+    assert result["token_accuracy_by_difficulty"] == {2: pytest.approx(2 / 3), 3: 0.5}
+    assert result["nll"] == pytest.approx(4 / 5)
+    assert result["bits_per_token"] == pytest.approx(0.8 / 0.6931471805599453)
+    assert result["perplexity"] == pytest.approx(2.718281828459045**0.8)

@@ -1,0 +1,167 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+import lengthgen.modeling  # noqa: F401
+from lengthgen.data.masked_lm import tokenize_masked_examples
+from lengthgen.data.nsp import generate_nsp
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import nsp_length_generalization  # noqa: E402
+import run_mlm  # noqa: E402
+
+TINY = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
+
+
+def run_args(output_dir, config="hub_configs/ibert-nsp", overrides=TINY, extra=()):
+    return [
+        "--config_name", os.path.join(REPO, config),
+        "--config_overrides", overrides,
+        "--dataset_config_name", "copy",
+        "--dataset_param", "train_size=256", "train_difficulties=[1,3]", "validation_size=32",
+        "validation_difficulties=[4,5]",
+        "--output_dir", str(output_dir),
+        "--do_train", "--do_eval",
+        "--num_train_epochs", "1",
+        "--per_device_train_batch_size", "16",
+        "--save_strategy", "no",
+        "--use_cpu",
+        "--disable_tqdm", "true",
+        *extra,
+    ]
+
+
+def sequence_accuracy(model_dir, rows):
+    """Exact-match accuracy on the masked spans of `rows`, computed here from the saved model."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForMaskedLM.from_pretrained(model_dir).eval()
+    features = tokenize_masked_examples({"input": [r["input"] for r in rows], "target": [r["target"] for r in rows]}, tokenizer)
+    correct = 0
+    for input_ids, labels in zip(features["input_ids"], features["labels"]):
+        with torch.no_grad():
+            predicted = model(torch.tensor([input_ids])).logits[0].argmax(-1)
+        labels = torch.tensor(labels)
+        masked = labels != -100
+        correct += bool((predicted[masked] == labels[masked]).all())
+    return correct / len(rows)
+
+
+def test_tiny_ibert_learns_copy_up_to_4_digits(tmp_path):
+    """End-to-end proof that training works: >= 99% exact copies on fresh sequences of the trained lengths."""
+    run_mlm.main(
+        [
+            "--config_name", os.path.join(REPO, "hub_configs/ibert-nsp"),
+            "--config_overrides", "hidden_size=64,num_hidden_layers=2,num_attention_heads=4,intermediate_size=128",
+            "--dataset_config_name", "copy",
+            "--dataset_param", "train_size=3000", "train_difficulties=[1,4]", "validation_size=100",
+            "validation_difficulties=[5,6]",
+            "--output_dir", str(tmp_path),
+            "--do_train",
+            "--num_train_epochs", "4",
+            "--per_device_train_batch_size", "32",
+            "--learning_rate", "3e-3",
+            "--warmup_steps", "20",
+            "--save_strategy", "no",
+            "--use_cpu",
+            "--disable_tqdm", "true",
+            "--seed", "0",
+        ]
+    )
+    fresh = generate_nsp("copy", 400, 1, 4, seed=12345)
+    assert sequence_accuracy(tmp_path, fresh) >= 0.99
+
+
+def test_run_mlm_saves_model_tokenizer_card_metrics_and_tensorboard(tmp_path):
+    metrics = run_mlm.main(run_args(tmp_path, extra=["--eval_train_samples", "16", "--lr_decay_per_epoch", "0.97"]))
+    files = set(os.listdir(tmp_path))
+    assert {"config.json", "model.safetensors", "modeling_ibert.py", "tokenizer.json", "README.md", "all_results.json"} <= files
+    assert any(f.startswith("events.out.tfevents") for _, _, fs in os.walk(tmp_path / "runs") for f in fs)
+    for d in (4, 5):
+        assert 0.0 <= metrics[f"eval_validation_sequence_accuracy_d{d}"] <= 1.0
+    assert {"eval_validation_token_accuracy", "eval_validation_bits_per_token", "eval_validation_perplexity",
+            "eval_train_sequence_accuracy", "train_train_samples_per_second"} <= set(metrics)
+    card = (tmp_path / "README.md").read_text()
+    assert "I-BERT: Inductive Generalization" in card and "| validation | 5 |" in card
+    # the saved checkpoint reloads and continues training (resume from a checkpoint)
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
+    assert type(reloaded).__name__ == "IBertForMaskedLM"
+
+
+def test_run_mlm_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
+    # a later flag wins over run_args' "--save_strategy no"
+    run_mlm.main(run_args(tmp_path, extra=["--save_strategy", "steps", "--save_steps", "8", "--max_steps", "8"]))
+    assert (tmp_path / "checkpoint-8").is_dir()
+    resumed_from = []
+    original_train = run_mlm.Trainer.train
+
+    def spy(self, resume_from_checkpoint=None, **kwargs):
+        resumed_from.append(resume_from_checkpoint)
+        return original_train(self, resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    monkeypatch.setattr(run_mlm.Trainer, "train", spy)
+    run_mlm.main(run_args(tmp_path, extra=["--save_strategy", "steps", "--save_steps", "8", "--max_steps", "12"]))
+    assert resumed_from == [str(tmp_path / "checkpoint-8")]
+    state = json.loads((tmp_path / "trainer_state.json").read_text())
+    assert state["global_step"] == 12
+
+
+def test_bert_baseline_through_the_same_script(tmp_path):
+    metrics = run_mlm.main(run_args(tmp_path, config="hub_configs/bert-nsp-baseline"))
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "bert"
+    assert "eval_validation_sequence_accuracy" in metrics
+
+
+def test_push_to_hub_uploads_config_weights_code_tokenizer_and_card(tmp_path, monkeypatch):
+    uploads = []
+
+    class Repo:
+        def __init__(self, repo_id):
+            self.repo_id = repo_id
+
+    def upload_folder(self, *, repo_id, folder_path, ignore_patterns=None, **kwargs):
+        files = sorted(f for f in os.listdir(folder_path) if not f.startswith("_") and not f.startswith("checkpoint-"))
+        uploads.append((repo_id, files, json.loads(open(os.path.join(folder_path, "config.json")).read())))
+
+    monkeypatch.setattr("huggingface_hub.HfApi.create_repo", lambda self, repo_id, **kw: Repo(repo_id))
+    monkeypatch.setattr("huggingface_hub.HfApi.upload_folder", upload_folder)
+    monkeypatch.setattr("huggingface_hub.HfApi.create_commit", lambda *a, **k: pytest.fail("unexpected commit"))
+    run_mlm.main(run_args(tmp_path, extra=["--push_to_hub", "--hub_model_id", "someone/ibert-copy"]))
+    assert uploads, "nothing was uploaded"
+    repo_id, files, config = uploads[-1]
+    assert repo_id == "someone/ibert-copy"
+    assert {"config.json", "model.safetensors", "modeling_ibert.py", "configuration_ibert.py", "tokenizer.json",
+            "tokenizer_config.json", "README.md"} <= set(files)
+    assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_ibert.IBertForMaskedLM"
+
+
+def test_two_process_ddp_with_accelerate_launch(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+               os.path.join(REPO, "examples", "run_mlm.py"),
+               *run_args(tmp_path, extra=["--logging_steps", "1", "--learning_rate", "3e-3", "--num_train_epochs", "2"])]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    state = json.loads((tmp_path / "trainer_state.json").read_text())
+    # 256 rows, 16 per process, 2 processes, 2 epochs -> 16 optimizer steps (one process would take 32)
+    assert state["global_step"] == 16
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3  # it trains
+
+
+def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
+    results = nsp_length_generalization.main(
+        ["--train-size", "128", "--validation-size", "32", "--epochs", "1", "--train-digits", "1", "2",
+         "--validation-digits", "3", "4", "--model-size", TINY, "--output-dir", str(tmp_path)]
+    )
+    assert set(results) == {"I-BERT", "BERT"}
+    assert all(set(table) == {1, 2, 3, 4} for table in results.values())
+    out = capsys.readouterr().out
+    assert "digits" in out and "   3 *" in out
+    png = tmp_path / "nsp_copy_accuracy.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
