@@ -78,6 +78,10 @@ class DataArguments:
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Truncate the validation set."})
+    difficulty_bucket: int = field(
+        default=1,
+        metadata={"help": "Report per-difficulty metrics in buckets of this width (e.g. 16 for PTB char lengths)."},
+    )
     eval_train_samples: int = field(
         default=0, metadata={"help": "Also evaluate on this many training rows (accuracy at the trained lengths)."}
     )
@@ -173,9 +177,11 @@ def write_model_card_section(output_dir: str, model, data_args: DataArguments, m
         f.write("\n".join(lines) + "\n")
 
 
-def make_compute_metrics(difficulties):
-    """compute_metrics for one evaluation set, whose rows have these difficulties (evaluation keeps row order)."""
+def make_compute_metrics(difficulties, bucket: int = 1):
+    """compute_metrics for one evaluation set, whose rows have these difficulties (evaluation keeps row order).
+    With `bucket` > 1, difficulties are reported by the lower end of their bucket (16, 32, ... for bucket 16)."""
     metric = evaluate.load(MASKED_SPAN_ACCURACY)
+    difficulties = [d // bucket * bucket for d in difficulties]
 
     def compute_metrics(eval_prediction):
         (predicted_ids, label_log_probs), label_ids = eval_prediction.predictions, eval_prediction.label_ids
@@ -245,7 +251,7 @@ def main(argv=None):
         eval_dataset=eval_features["validation"],
         processing_class=tokenizer,
         data_collator=DataCollatorForTokenClassification(tokenizer),
-        compute_metrics=make_compute_metrics(eval_sets["validation"]["difficulty"]),
+        compute_metrics=make_compute_metrics(eval_sets["validation"]["difficulty"], data_args.difficulty_bucket),
         preprocess_logits_for_metrics=predictions_and_label_log_probs,
         optimizers=(
             exponential_decay_optimizer(model, training_args, len(train_dataset))
@@ -265,7 +271,7 @@ def main(argv=None):
 
     if training_args.do_eval:
         for name, dataset in eval_sets.items():
-            trainer.compute_metrics = make_compute_metrics(dataset["difficulty"])
+            trainer.compute_metrics = make_compute_metrics(dataset["difficulty"], data_args.difficulty_bucket)
             metrics = trainer.evaluate(eval_dataset=eval_features[name], metric_key_prefix=f"eval_{name}")
             trainer.log_metrics(f"eval_{name}", metrics)
             trainer.save_metrics(f"eval_{name}", metrics)

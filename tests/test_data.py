@@ -172,6 +172,20 @@ def test_ptb_builder_reads_a_local_folder(tmp_path):
         PTBInductive(config_name="word", source=str(tmp_path), cache_dir=str(tmp_path / "c")).download_and_prepare()
 
 
+def test_ptb_source_as_hub_dataset_id(tmp_path, monkeypatch):
+    asked = []
+
+    def fake_download(repo_id, filename, repo_type):
+        asked.append((repo_id, filename, repo_type))
+        return os.path.join(PTB_FIXTURE, filename)
+
+    monkeypatch.setattr("huggingface_hub.hf_hub_download", fake_download)
+    builder = PTBInductive(config_name="char", source="someone/ptb", cache_dir=str(tmp_path))
+    builder.download_and_prepare()
+    assert asked == [("someone/ptb", "ptb.train.txt", "dataset")]
+    assert len(builder.as_dataset()["train"]) > 0
+
+
 def test_tokenizers_and_label_alignment(repo_root):
     tokenizer = digit_tokenizer()
     features = tokenize_masked_examples({"input": ["3 4 _ [MASK] [MASK]"], "target": ["3 4 _ 3 4"]}, tokenizer)

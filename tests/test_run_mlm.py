@@ -111,6 +111,27 @@ def test_run_mlm_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
     assert state["global_step"] == 12
 
 
+def test_run_mlm_on_ptb_word_fixture_builds_word_vocabulary(tmp_path):
+    fixture = os.path.join(REPO, "tests", "fixtures", "ptb")
+    metrics = run_mlm.main(
+        [
+            "--config_name", os.path.join(REPO, "hub_configs/ibert-base"),
+            "--config_overrides", TINY,
+            "--dataset_name", "ptb_inductive", "--dataset_config_name", "word",
+            "--dataset_param", f"source={fixture}", "train_lengths=[2,30]", "validation_lengths=[31,64]",
+            "--difficulty_bucket", "8",
+            "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true",
+        ]
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    assert tokenizer.unk_token == "<unk>" and "market" in tokenizer.get_vocab()
+    assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] == len(tokenizer)
+    buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_sequence_accuracy_d"))
+    assert buckets and all(b % 8 == 0 and 24 <= b <= 64 for b in buckets)
+    assert metrics["eval_validation_perplexity"] > 1
+
+
 def test_bert_baseline_through_the_same_script(tmp_path):
     metrics = run_mlm.main(run_args(tmp_path, config="hub_configs/bert-nsp-baseline"))
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "bert"
