@@ -109,7 +109,7 @@ def export(name: str, output_dir: str, config_names=None, push_to_hub: str | Non
     return folder
 
 
-def _parse_param(text: str):
+def parse_param(text: str):
     key, sep, value = text.partition("=")
     if not sep:
         raise argparse.ArgumentTypeError(f"--param takes KEY=VALUE, got {text!r}")
@@ -129,7 +129,7 @@ def main(argv=None):
     export_parser.add_argument("--output-dir", required=True)
     export_parser.add_argument("--push-to-hub", metavar="REPO", help="also upload the folder to this dataset repo")
     export_parser.add_argument(
-        "--param", action="append", type=_parse_param, default=[], metavar="KEY=VALUE",
+        "--param", action="append", type=parse_param, default=[], metavar="KEY=VALUE",
         help="override a generating parameter, e.g. train_size=1000 or train_difficulties=[2,4] (JSON values)",
     )
     args = parser.parse_args(argv)

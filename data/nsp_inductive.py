@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 import datasets
 
+from .length_split import LengthSplitBuilder
 from .nsp import TASKS, generate_nsp_splits
+
+IBERT_CITATION = "Nam et al., I-BERT: Inductive Generalization of Transformer to Arbitrary Context Lengths, 2020."
 
 
 @dataclass
@@ -35,37 +38,14 @@ class NSPConfig(datasets.BuilderConfig):
         }
 
 
-class NSPInductive(datasets.GeneratorBasedBuilder):
+class NSPInductive(LengthSplitBuilder):
     """Number sequence prediction (add, copy, reverse) split by digit count, from the I-BERT paper (§5.1)."""
 
     BUILDER_CONFIG_CLASS = NSPConfig
     BUILDER_CONFIGS = [NSPConfig(name=task, description=f"NSP {task} split by digit count") for task in TASKS]
     DEFAULT_CONFIG_NAME = "add"
+    EXTRA_FEATURES = {"numbers": datasets.Sequence(datasets.Value("string"))}  # the numbers, usual notation
+    CITATION = IBERT_CITATION
 
-    def _info(self):
-        return datasets.DatasetInfo(
-            description=__doc__,
-            features=datasets.Features(
-                {
-                    "input": datasets.Value("string"),
-                    "target": datasets.Value("string"),
-                    "difficulty": datasets.Value("int32"),
-                    "length": datasets.Value("int32"),
-                    "numbers": datasets.Sequence(datasets.Value("string")),
-                }
-            ),
-            citation="Nam et al., I-BERT: Inductive Generalization of Transformer to Arbitrary Context Lengths, 2020.",
-        )
-
-    def _split_generators(self, dl_manager):
-        if self.config.name not in TASKS:
-            raise ValueError(f"Unknown nsp_inductive config {self.config.name!r}; expected one of {TASKS}.")
-        params = self.config.generating_parameters()
-        splits = generate_nsp_splits(**params)
-        return [
-            datasets.SplitGenerator(name=getattr(datasets.Split, name.upper()), gen_kwargs={"rows": rows})
-            for name, rows in splits.items()
-        ]
-
-    def _generate_examples(self, rows):
-        yield from enumerate(rows)
+    def generate_splits(self):
+        return generate_nsp_splits(**self.config.generating_parameters())

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import datasets
 
+from .length_split import LengthSplitBuilder
+from .nsp_inductive import IBERT_CITATION
 from .ptb import DEFAULT_PTB_SOURCE, LEVELS, generate_ptb_splits, ptb_file, read_ptb_sentences
 
 
@@ -31,42 +33,16 @@ class PTBConfig(datasets.BuilderConfig):
         }
 
 
-class PTBInductive(datasets.GeneratorBasedBuilder):
+class PTBInductive(LengthSplitBuilder):
     """Penn Treebank masked language modelling split by sentence length, from the I-BERT paper (§5.2)."""
 
     BUILDER_CONFIG_CLASS = PTBConfig
     BUILDER_CONFIGS = [PTBConfig(name=level, description=f"PTB {level}-level masked LM split by length") for level in LEVELS]
     DEFAULT_CONFIG_NAME = "char"
+    EXTRA_FEATURES = {"masked_word": datasets.Value("string")}
+    CITATION = IBERT_CITATION
 
-    def _info(self):
-        return datasets.DatasetInfo(
-            description=__doc__,
-            features=datasets.Features(
-                {
-                    "input": datasets.Value("string"),
-                    "target": datasets.Value("string"),
-                    "difficulty": datasets.Value("int32"),
-                    "length": datasets.Value("int32"),
-                    "masked_word": datasets.Value("string"),
-                }
-            ),
-        )
-
-    def _split_generators(self, dl_manager):
-        if self.config.name not in LEVELS:
-            raise ValueError(f"Unknown ptb_inductive config {self.config.name!r}; expected one of {LEVELS}.")
+    def generate_splits(self):
         sentences = read_ptb_sentences(ptb_file(self.config.source, "train"))
-        splits = generate_ptb_splits(
-            sentences,
-            self.config.name,
-            self.config.train_lengths,
-            self.config.validation_lengths,
-            self.config.seed,
-        )
-        return [
-            datasets.SplitGenerator(name=getattr(datasets.Split, name.upper()), gen_kwargs={"rows": rows})
-            for name, rows in splits.items()
-        ]
-
-    def _generate_examples(self, rows):
-        yield from enumerate(rows)
+        config = self.config
+        return generate_ptb_splits(sentences, config.name, config.train_lengths, config.validation_lengths, config.seed)

@@ -41,7 +41,7 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
-from lengthgen.data.export import BUILDERS, _parse_param, build
+from lengthgen.data.export import BUILDERS, parse_param, build
 from lengthgen.data.masked_lm import (
     MASKED_SPAN_ACCURACY,
     flatten_metrics,
@@ -100,7 +100,7 @@ class MLMTrainingArguments(TrainingArguments):
 
 def load_splits(args: DataArguments) -> datasets.DatasetDict:
     if args.dataset_name in BUILDERS:
-        params = dict(_parse_param(p) for p in args.dataset_param)
+        params = dict(parse_param(p) for p in args.dataset_param)
         return build(args.dataset_name, args.dataset_config_name, **params)[1]
     if args.dataset_param:
         raise ValueError("--dataset_param applies to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))

@@ -186,3 +186,13 @@ def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
     assert "digits" in out and "   3 *" in out
     png = tmp_path / "nsp_copy_accuracy.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_main_job_shows_the_papers_contrast(tmp_path):
+    """The default main job (about 1.5 minutes): both models fit 1-6 digits; only I-BERT copies 7 and 8 digits."""
+    results = nsp_length_generalization.main(["--output-dir", str(tmp_path)])
+    ibert, bert = results["I-BERT"], results["BERT"]
+    assert all(ibert[d] >= 0.99 and bert[d] >= 0.99 for d in range(1, 7))
+    assert ibert[7] >= 0.95 and ibert[8] >= 0.8
+    assert max(bert[d] for d in (7, 8, 9)) <= 0.05

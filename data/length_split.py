@@ -1,0 +1,39 @@
+"""What every length-split builder shares: the common columns and generating all splits in one call.
+
+A builder's config generates all of its splits at once (a plain function of the config), so that the generator can
+check that the splits never share a length before anything is written.
+"""
+
+import datasets
+
+COMMON_FEATURES = {
+    "input": datasets.Value("string"),  # space-separated tokens
+    "target": datasets.Value("string"),  # space-separated tokens: the restored sequence, or the answer
+    "difficulty": datasets.Value("int32"),  # the task's split variable (digits, length, depth)
+    "length": datasets.Value("int32"),  # input tokens
+}
+
+
+class LengthSplitBuilder(datasets.GeneratorBasedBuilder):
+    """Subclasses set `EXTRA_FEATURES` and `CITATION` and implement `generate_splits()` -> {split: rows}."""
+
+    EXTRA_FEATURES: dict = {}
+    CITATION = ""
+
+    def _info(self):
+        return datasets.DatasetInfo(
+            description=self.__doc__,
+            features=datasets.Features({**COMMON_FEATURES, **self.EXTRA_FEATURES}),
+            citation=self.CITATION,
+        )
+
+    def generate_splits(self) -> dict[str, list[dict]]:
+        raise NotImplementedError
+
+    def _split_generators(self, dl_manager):
+        return [
+            datasets.SplitGenerator(name=name, gen_kwargs={"rows": rows}) for name, rows in self.generate_splits().items()
+        ]
+
+    def _generate_examples(self, rows):
+        yield from enumerate(rows)
