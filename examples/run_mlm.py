@@ -221,8 +221,9 @@ def main(argv=None):
 
     with training_args.main_process_first(desc="dataset generation"):
         splits = load_splits(data_args)
-    if "validation" not in splits:
-        raise ValueError(f"{data_args.dataset_name} has no 'validation' split; it has {sorted(splits)}.")
+    for split, needed in (("train", training_args.do_train), ("validation", True)):
+        if needed and split not in splits:
+            raise ValueError(f"{data_args.dataset_name} has no {split!r} split; it has {sorted(splits)}.")
     tokenizer = load_tokenizer(model_args, data_args, splits)
     model = load_model(model_args, tokenizer)
 

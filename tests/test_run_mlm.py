@@ -19,13 +19,15 @@ import run_mlm  # noqa: E402
 TINY = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
 
 
-def run_args(output_dir, config="hub_configs/ibert-nsp", overrides=TINY, extra=()):
+GENERATING = ["train_size=256", "train_difficulties=[1,3]", "validation_size=32", "validation_difficulties=[4,5]"]
+
+
+def run_args(output_dir, config="hub_configs/ibert-nsp", overrides=TINY, extra=(), task="copy", generating=GENERATING):
     return [
         "--config_name", os.path.join(REPO, config),
         "--config_overrides", overrides,
-        "--dataset_config_name", "copy",
-        "--dataset_param", "train_size=256", "train_difficulties=[1,3]", "validation_size=32",
-        "validation_difficulties=[4,5]",
+        "--dataset_config_name", task,
+        *(["--dataset_param", *generating] if generating else []),
         "--output_dir", str(output_dir),
         "--do_train", "--do_eval",
         "--num_train_epochs", "1",
@@ -130,6 +132,27 @@ def test_run_mlm_on_ptb_word_fixture_builds_word_vocabulary(tmp_path):
     buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_sequence_accuracy_d"))
     assert buckets and all(b % 8 == 0 and 24 <= b <= 64 for b in buckets)
     assert metrics["eval_validation_perplexity"] > 1
+
+
+def test_run_mlm_on_an_exported_dataset_folder(tmp_path):
+    from lengthgen.data.export import export
+
+    folder = export("nsp_inductive", str(tmp_path / "data"), ["reverse"], train_size=64, validation_size=8)
+    metrics = run_mlm.main(run_args(tmp_path / "run", task="reverse", generating=None) + ["--dataset_name", folder])
+    assert "eval_validation_sequence_accuracy_d13" in metrics
+    with pytest.raises(ValueError, match="lengthgen builders only"):
+        run_mlm.main(run_args(tmp_path / "bad") + ["--dataset_name", folder])
+
+
+def test_run_mlm_names_a_missing_split(tmp_path):
+    from lengthgen.data.export import export
+
+    folder = export("nsp_inductive", str(tmp_path / "data"), ["copy"], train_size=16, validation_size=4)
+    os.remove(os.path.join(folder, "copy", "validation-00000-of-00001.parquet"))
+    card = open(os.path.join(folder, "README.md")).read().replace("  - split: validation\n    path: copy/validation-*.parquet\n", "")
+    open(os.path.join(folder, "README.md"), "w").write(card)
+    with pytest.raises(ValueError, match="no 'validation' split"):
+        run_mlm.main(run_args(tmp_path / "run", generating=None) + ["--dataset_name", folder])
 
 
 def test_bert_baseline_through_the_same_script(tmp_path):
