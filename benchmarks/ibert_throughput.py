@@ -7,6 +7,7 @@ of each gives sequences per second, and the ratios to BERT are printed.
 
     python benchmarks/ibert_throughput.py                         # base size (paper Table 1), lengths 64 and 256
     python benchmarks/ibert_throughput.py --hidden-size 256 --layers 4 --heads 4 --steps 3
+    python benchmarks/ibert_throughput.py --padded      # rows of random length in [L/2, L], right-padded to L
 
 Paper (Titan V, PTB char): I-BERT 72, BERT 88, XLNet 35 sequences/s, i.e. I-BERT = 0.82x BERT.
 """
@@ -44,14 +45,20 @@ def make_batch(args, length, generator):
     masked = torch.stack([torch.randperm(length, generator=generator)[:num_masked].sort().values for _ in range(args.batch_size)])
     labels = torch.full_like(input_ids, -100).scatter(1, masked, input_ids.gather(1, masked))
     masked_inputs = input_ids.scatter(1, masked, 4)
+    attention_mask = torch.ones_like(input_ids)
+    if args.padded:  # real lengths uniform in [L/2, L]
+        lengths = torch.randint(length // 2, length + 1, (args.batch_size,), generator=generator)
+        lengths[0] = length
+        attention_mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
+        labels = labels.masked_fill(attention_mask == 0, -100)
     is_masked = labels != -100
     # XLNet: no token may see a masked token's content; predict the masked positions from the query stream
     perm_mask = is_masked[:, None, :].expand(-1, length, -1).float()
     target_mapping = torch.nn.functional.one_hot(masked, length).float()
     return {
-        "mlm": {"input_ids": masked_inputs, "attention_mask": torch.ones_like(input_ids), "labels": labels},
-        "xlnet": {"input_ids": masked_inputs, "perm_mask": perm_mask, "target_mapping": target_mapping,
-                  "labels": input_ids.gather(1, masked)},
+        "mlm": {"input_ids": masked_inputs, "attention_mask": attention_mask, "labels": labels},
+        "xlnet": {"input_ids": masked_inputs, "attention_mask": attention_mask, "perm_mask": perm_mask,
+                  "target_mapping": target_mapping, "labels": input_ids.gather(1, masked)},
     }
 
 
@@ -97,6 +104,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--padded", action="store_true", help="rows of random length in [L/2, L], right-padded")
     parser.add_argument("--no-xlnet", action="store_true")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
@@ -104,7 +112,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     results = measure(args)
     print(f"training sequences/s, hidden {args.hidden_size}, {args.layers} layers, batch {args.batch_size}, "
-          f"{torch.get_num_threads()} threads, median of {args.steps} steps")
+          f"{torch.get_num_threads()} threads, median of {args.steps} steps{', padded rows' if args.padded else ''}")
     for length, r in results.items():
         cells = "  ".join(f"{n} {v:7.2f} ({r['ratio_to_bert'][n]:.2f}x)" for n, v in r["sequences_per_second"].items())
         print(f"length {length:>4}: {cells}")

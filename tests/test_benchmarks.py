@@ -1,16 +1,19 @@
 import os
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 import ibert_throughput  # noqa: E402
 
 
-def test_throughput_harness_runs_every_model_at_every_length():
+@pytest.mark.parametrize("padded", [[], ["--padded"]])
+def test_throughput_harness_runs_every_model_at_every_length(padded):
     """The harness itself (no timing assertion): every model trains at every length and ratios are to BERT."""
     results = ibert_throughput.main(
         ["--hidden-size", "32", "--layers", "1", "--heads", "2", "--vocab-size", "50", "--lengths", "8", "12",
-         "--batch-size", "2", "--steps", "1", "--warmup", "0"]
+         "--batch-size", "2", "--steps", "1", "--warmup", "0", *padded]
     )
     assert sorted(results) == [8, 12]
     for r in results.values():

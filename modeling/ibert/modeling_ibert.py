@@ -15,8 +15,8 @@ This file imports only torch, transformers and its own folder, so `save_pretrain
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from transformers import PreTrainedModel
+from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
@@ -25,25 +25,35 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .configuration_ibert import IBertConfig
 
 
-class IBertRecurrentLayer(nn.Module):
-    """Bidirectional LSTM (or GRU) with `hidden_size // 2` units per direction.
+def reverse_padded(hidden_states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse the first `lengths[b]` positions of each row b in place; the padding after them stays where it is."""
+    positions = torch.arange(hidden_states.shape[1], device=hidden_states.device)[None, :]
+    source = lengths[:, None] - 1 - positions
+    source = torch.where(source >= 0, source, positions)
+    return hidden_states.gather(1, source[..., None].expand_as(hidden_states))
 
-    It runs on packed sequences, so a padded position never enters the state of a real token: a sequence's output does
-    not depend on how far its batch is padded.
+
+class IBertRecurrentLayer(nn.Module):
+    """Bidirectional LSTM (or GRU) with `hidden_size // 2` units per direction, exact under right padding.
+
+    The forward direction reads each row left to right, so padding after a row's end never reaches its real tokens.
+    The backward direction reads each row's real tokens reversed in place (padding kept at the end), and its outputs
+    are put back in order. A sequence's output thus does not depend on how far its batch is padded, without packing
+    the batch (`pack_padded_sequence` runs the LSTM step by step at shrinking batch sizes: 3-4x slower on CPU).
+    `output[:, :, :hidden//2]` is the forward direction, `output[:, :, hidden//2:]` the backward one, as in
+    `nn.LSTM(bidirectional=True)`.
     """
 
     def __init__(self, config: IBertConfig):
         super().__init__()
         cell = nn.LSTM if config.recurrent_cell == "lstm" else nn.GRU
-        self.rnn = cell(config.hidden_size, config.hidden_size // 2, batch_first=True, bidirectional=True)
+        self.forward_rnn = cell(config.hidden_size, config.hidden_size // 2, batch_first=True)
+        self.backward_rnn = cell(config.hidden_size, config.hidden_size // 2, batch_first=True)
 
     def forward(self, hidden_states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        seq_len = hidden_states.shape[1]
-        if bool((lengths == seq_len).all()):  # nothing padded: skip the packing overhead
-            return self.rnn(hidden_states)[0]
-        packed = pack_padded_sequence(hidden_states, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        output, _ = self.rnn(packed)
-        return pad_packed_sequence(output, batch_first=True, total_length=seq_len)[0]
+        forward = self.forward_rnn(hidden_states)[0]
+        backward = reverse_padded(self.backward_rnn(reverse_padded(hidden_states, lengths))[0], lengths)
+        return torch.cat([forward, backward], dim=-1)
 
 
 class IBertEmbeddings(nn.Module):
@@ -255,9 +265,9 @@ class IBertPreTrainedModel(PreTrainedModel):
         if isinstance(module, nn.GRU):
             for name, param in module.named_parameters():
                 if "weight" in name:
-                    nn.init.xavier_uniform_(param)
+                    init.xavier_uniform_(param)
                 else:
-                    nn.init.zeros_(param)
+                    init.zeros_(param)
 
 
 def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
