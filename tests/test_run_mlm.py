@@ -113,6 +113,25 @@ def test_run_mlm_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
     assert state["global_step"] == 12
 
 
+def test_run_mlm_on_ptb_char_fixture(tmp_path):
+    fixture = os.path.join(REPO, "tests", "fixtures", "ptb")
+    metrics = run_mlm.main(
+        [
+            "--config_name", os.path.join(REPO, "hub_configs/ibert-base"),
+            "--config_overrides", TINY,
+            "--dataset_name", "ptb_inductive", "--dataset_config_name", "char",
+            "--dataset_param", f"source={fixture}",
+            "--difficulty_bucket", "16",
+            "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "2",
+            "--per_device_train_batch_size", "8", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true",
+        ]
+    )
+    buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_sequence_accuracy_d"))
+    assert buckets and all(b % 16 == 0 and 192 <= b <= 224 for b in buckets)
+    # bits per character over the masked characters: near log2(99 characters) = 6.6 for a barely trained model
+    assert 5 < metrics["eval_validation_bits_per_token"] < 8
+
+
 def test_run_mlm_on_ptb_word_fixture_builds_word_vocabulary(tmp_path):
     fixture = os.path.join(REPO, "tests", "fixtures", "ptb")
     metrics = run_mlm.main(
