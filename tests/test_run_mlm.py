@@ -207,7 +207,8 @@ def test_two_process_ddp_with_accelerate_launch(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                os.path.join(REPO, "examples", "run_mlm.py"),
-               *run_args(tmp_path, extra=["--logging_steps", "1", "--learning_rate", "3e-3", "--num_train_epochs", "2"])]
+               *run_args(tmp_path, extra=["--logging_steps", "1", "--learning_rate", "3e-3", "--num_train_epochs", "2",
+                                          "--eval_train_samples", "99"])]
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     state = json.loads((tmp_path / "trainer_state.json").read_text())
@@ -215,6 +216,18 @@ def test_two_process_ddp_with_accelerate_launch(tmp_path):
     assert state["global_step"] == 16
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3  # it trains
+    # evaluation sharded over 2 processes keeps rows in order: the per-difficulty figures equal one process's
+    distributed = json.loads((tmp_path / "all_results.json").read_text())
+    single = run_mlm.main(
+        ["--model_name_or_path", str(tmp_path), "--dataset_config_name", "copy", "--dataset_param", *GENERATING,
+         "--eval_train_samples", "99", "--output_dir", str(tmp_path / "single"), "--do_eval", "--use_cpu",
+         "--disable_tqdm", "true"]
+    )
+    keys = [k for k in distributed if "accuracy_d" in k]
+    assert len(keys) == 10  # train d1-d3 and validation d4-d5, sequence and token accuracy
+    assert len({round(distributed[k], 6) for k in keys}) > 2  # the difficulties differ, so order matters
+    for key in keys:
+        assert single[key] == pytest.approx(distributed[key]), key
 
 
 def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
