@@ -165,6 +165,17 @@ def test_mlm_loss_is_cross_entropy_over_labelled_positions():
     torch.testing.assert_close(out.loss, expected)
 
 
+def test_mlm_loss_with_num_items_in_batch_is_a_sum_over_the_accumulated_count():
+    model = IBertForMaskedLM(tiny_config()).eval()
+    input_ids, mask = batch()
+    labels = input_ids.masked_fill(mask == 0, -100)
+    out = model(input_ids, attention_mask=mask, labels=labels, num_items_in_batch=40)
+    log_probs = out.logits.log_softmax(-1)
+    real = labels != -100
+    expected = -log_probs[real].gather(-1, labels[real][:, None]).sum() / 40
+    torch.testing.assert_close(out.loss, expected)
+
+
 def test_sequence_classification_loss():
     model = IBertForSequenceClassification(tiny_config(num_labels=3)).eval()
     input_ids, mask = batch()

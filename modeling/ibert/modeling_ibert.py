@@ -393,7 +393,11 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         r"""
         labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`): the token to restore at each position,
             -100 where no loss is taken (unmasked tokens, padding).
+        num_items_in_batch (`int`, *optional*, passed by `Trainer`): labelled tokens in the whole accumulated batch;
+            the loss is then the sum over this micro-batch divided by it, so gradient accumulation weighs every
+            labelled token alike.
         """
+        num_items_in_batch = kwargs.get("num_items_in_batch")
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
             expected = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
@@ -410,7 +414,11 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         logits = self.cls(outputs.last_hidden_state)
         loss = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
+            flat_logits, flat_labels = logits.view(-1, self.config.vocab_size).float(), labels.view(-1)
+            if num_items_in_batch is None:
+                loss = nn.functional.cross_entropy(flat_logits, flat_labels)
+            else:
+                loss = nn.functional.cross_entropy(flat_logits, flat_labels, reduction="sum") / num_items_in_batch
         output = MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
@@ -419,6 +427,8 @@ class IBertForMaskedLM(IBertPreTrainedModel):
 
 class IBertForSequenceClassification(IBertPreTrainedModel):
     """I-BERT with BERT's classification head (pooled first token -> dropout -> linear)."""
+
+    accepts_loss_kwargs = False  # the loss is a per-batch mean: Trainer scales it for gradient accumulation
 
     def __init__(self, config: IBertConfig):
         super().__init__(config)
