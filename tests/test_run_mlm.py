@@ -207,13 +207,13 @@ def test_two_process_ddp_with_accelerate_launch(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                os.path.join(REPO, "examples", "run_mlm.py"),
-               *run_args(tmp_path, extra=["--logging_steps", "1", "--learning_rate", "3e-3", "--num_train_epochs", "2",
+               *run_args(tmp_path, extra=["--logging_steps", "1", "--learning_rate", "3e-3", "--num_train_epochs", "4",
                                           "--eval_train_samples", "99"])]
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     state = json.loads((tmp_path / "trainer_state.json").read_text())
-    # 256 rows, 16 per process, 2 processes, 2 epochs -> 16 optimizer steps (one process would take 32)
-    assert state["global_step"] == 16
+    # 256 rows, 16 per process, 2 processes, 4 epochs -> 32 optimizer steps (one process would take 64)
+    assert state["global_step"] == 32
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3  # it trains
     # evaluation sharded over 2 processes keeps rows in order: the per-difficulty figures equal one process's
