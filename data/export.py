@@ -47,7 +47,8 @@ def _card(name: str, folder: str, default_config: str) -> str:
     lines = ["---", "configs:"]
     rows = []
     for config in configs:
-        meta = json.load(open(os.path.join(folder, config, "generation.json")))
+        with open(os.path.join(folder, config, "generation.json")) as f:
+            meta = json.load(f)
         lines.append(f"- config_name: {config}")
         lines.append("  data_files:")
         for split in meta["splits"]:
