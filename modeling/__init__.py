@@ -3,10 +3,26 @@
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
 from .ibert import IBertConfig, IBertForMaskedLM, IBertForSequenceClassification, IBertModel, IBertPreTrainedModel
+from .ndr import NDRConfig, NDRForSequenceClassification, NDRModel, NDRPreTrainedModel, geometric_attention_weights
 
-AutoConfig.register(IBertConfig.model_type, IBertConfig, exist_ok=True)
-AutoModel.register(IBertConfig, IBertModel, exist_ok=True)
-AutoModelForMaskedLM.register(IBertConfig, IBertForMaskedLM, exist_ok=True)
-AutoModelForSequenceClassification.register(IBertConfig, IBertForSequenceClassification, exist_ok=True)
+for config_class, model_classes in (
+    (IBertConfig, {AutoModel: IBertModel, AutoModelForMaskedLM: IBertForMaskedLM,
+                   AutoModelForSequenceClassification: IBertForSequenceClassification}),
+    (NDRConfig, {AutoModel: NDRModel, AutoModelForSequenceClassification: NDRForSequenceClassification}),
+):
+    AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+    for auto_class, model_class in model_classes.items():
+        auto_class.register(config_class, model_class, exist_ok=True)
 
-__all__ = ["IBertConfig", "IBertForMaskedLM", "IBertForSequenceClassification", "IBertModel", "IBertPreTrainedModel"]
+__all__ = [
+    "IBertConfig",
+    "IBertForMaskedLM",
+    "IBertForSequenceClassification",
+    "IBertModel",
+    "IBertPreTrainedModel",
+    "NDRConfig",
+    "NDRForSequenceClassification",
+    "NDRModel",
+    "NDRPreTrainedModel",
+    "geometric_attention_weights",
+]

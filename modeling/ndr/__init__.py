@@ -1,5 +1,11 @@
 """Neural Data Router (Csordás et al.): shared-layer transformer with a copy gate and geometric attention."""
 
+from .configuration_ndr import NDRConfig
 from .geometric_attention import geometric_attention_weights
+from .modeling_ndr import NDRForSequenceClassification, NDRModel, NDRPreTrainedModel
 
-__all__ = ["geometric_attention_weights"]
+NDRConfig.register_for_auto_class()
+NDRModel.register_for_auto_class("AutoModel")
+NDRForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = ["NDRConfig", "NDRForSequenceClassification", "NDRModel", "NDRPreTrainedModel", "geometric_attention_weights"]

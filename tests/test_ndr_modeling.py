@@ -1,0 +1,240 @@
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+
+import lengthgen.modeling  # noqa: F401
+from lengthgen.modeling import NDRConfig, NDRForSequenceClassification, NDRModel, geometric_attention_weights
+
+TINY = dict(vocab_size=20, hidden_size=32, num_attention_heads=4, intermediate_size=64, num_layers=3, num_labels=5)
+VARIANTS = {
+    "ndr": {},
+    "geometric_no_gate": {"copy_gate": False},
+    "transformer": {"attention_type": "softmax", "position_encoding": "absolute", "copy_gate": False},
+    "relative_gate": {"attention_type": "softmax", "position_encoding": "relative", "update_normalization": "tanh"},
+    "abs_rel_gate": {"attention_type": "softmax", "position_encoding": "abs_rel_gated", "update_normalization": "tanh"},
+}
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_query_dropout=0.0, attention_key_dropout=0.0, gate_dropout=0.0)
+
+
+def tiny(**overrides):
+    return NDRConfig(**{**TINY, **overrides})
+
+
+def batch(lengths=(9, 6, 3), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    n = max(lengths)
+    mask = (torch.arange(n)[None, :] < torch.tensor(lengths)[:, None]).long()
+    return torch.randint(1, TINY["vocab_size"], (len(lengths), n), generator=g) * mask, mask
+
+
+def test_auto_classes():
+    config = AutoConfig.for_model("ndr", **TINY)
+    assert isinstance(config, NDRConfig)
+    assert isinstance(AutoModel.from_config(config), NDRModel)
+    assert isinstance(AutoModelForSequenceClassification.from_config(config), NDRForSequenceClassification)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_padding_invariance(variant):
+    torch.manual_seed(0)
+    model = NDRForSequenceClassification(tiny(**VARIANTS[variant])).eval()
+    input_ids, mask = batch()
+    with torch.no_grad():
+        batched = model(input_ids, attention_mask=mask).logits
+        for row, length in enumerate(mask.sum(-1).tolist()):
+            alone = model(input_ids[row : row + 1, :length]).logits[0]
+            assert (batched[row] - alone).abs().max() <= 1e-5
+
+
+def test_one_step_is_equations_5_1_to_5_4_and_5_10():
+    """One step of the NDR, written out from the thesis with the module's weights."""
+    torch.manual_seed(0)
+    model = NDRModel(tiny(num_layers=1, normalize_geometric_attention=False, **NO_DROPOUT)).eval()
+    layer, attention = model.layer, model.layer.attention
+    input_ids, _ = batch(lengths=(7,))
+    h = model.embeddings(input_ids)
+    heads, d_head = attention.num_heads, attention.head_size
+
+    def split(x):
+        return x.view(1, 7, heads, d_head).transpose(1, 2)
+
+    q = split(h @ attention.query.weight.T) + attention.query_bias[None, :, None, :]
+    k, v = split(h @ attention.key.weight.T), split(h @ attention.value.weight.T)
+    directions = (h @ attention.direction.weight.T + attention.direction.bias).view(1, 7, heads, 2)
+    logits = attention.alpha * q @ k.transpose(-1, -2)
+    for i in range(7):
+        for j in range(7):
+            d_ij = directions[0, i, :, 0] if i <= j else directions[0, i, :, 1]  # Eq. 5.9
+            logits[0, :, i, j] += attention.beta * d_ij + attention.gamma  # Eq. 5.10
+    weights = geometric_attention_weights(logits)
+    attended = (weights @ v).transpose(1, 2).reshape(1, 7, -1) @ attention.output.weight.T + attention.output.bias
+    a = F.layer_norm(h + attended, (32,), layer.attention_norm.weight, layer.attention_norm.bias, 1e-5)
+    ffn = F.relu(a @ layer.data_ffn_in.weight.T + layer.data_ffn_in.bias) @ layer.data_ffn_out.weight.T + layer.data_ffn_out.bias
+    u = F.layer_norm(ffn, (32,), layer.update_norm.weight, layer.update_norm.bias, 1e-5)
+    gate_hidden = F.relu(a @ layer.gate_ffn_in.weight.T + layer.gate_ffn_in.bias)
+    g = torch.sigmoid(gate_hidden @ layer.gate_ffn_out.weight.T + layer.gate_ffn_out.bias)
+    expected = g * u + (1 - g) * h
+    out = model(input_ids, output_gates=True, output_attentions=True)
+    torch.testing.assert_close(out.last_hidden_state, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.gates[0], g, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.attentions[0], weights, rtol=1e-5, atol=1e-5)
+
+
+def sinusoid(position, dim):
+    inv = [1 / 10000 ** (2 * m / dim) for m in range(dim // 2)]
+    return torch.tensor([math.sin(position * f) for f in inv] + [math.cos(position * f) for f in inv])
+
+
+@pytest.mark.parametrize("encoding", ["relative", "abs_rel_gated"])
+def test_softmax_position_scores_are_equation_d7(encoding):
+    """Attention of the relative and gated abs/rel variants against Eq. D.6-D.7 summed term by term."""
+    torch.manual_seed(0)
+    model = NDRModel(tiny(attention_type="softmax", position_encoding=encoding, num_layers=1, **NO_DROPOUT)).eval()
+    attention = model.layer.attention
+    with torch.no_grad():  # non-zero query biases make terms (c) and (d) visible
+        attention.query_bias.normal_()
+        attention.position_query_bias.normal_()
+    input_ids, _ = batch(lengths=(6,))
+    h = model.embeddings(input_ids)[0]
+    heads, d_head = attention.num_heads, attention.head_size
+    W_q = attention.query.weight.view(heads, d_head, 32)
+    W_kE = attention.key.weight.view(heads, d_head, 32)
+    W_kP = attention.position_key.weight.view(heads, d_head, 32)
+    expected = torch.zeros(heads, 6, 6)
+    for head in range(heads):
+        for i in range(6):
+            q = W_q[head] @ h[i]
+            for j in range(6):
+                p = sinusoid(i - j, 32)
+                if encoding == "abs_rel_gated":  # Eq. D.6: r_i mixes relative and absolute positions
+                    r = torch.sigmoid(attention.abs_rel_gate.weight[head] @ h[i] + attention.abs_rel_gate.bias[head])
+                    p = p * r + sinusoid(j, 32) * (1 - r)
+                content = (q + attention.query_bias[head]) @ (W_kE[head] @ h[j])  # (a) + (c)
+                position = (q + attention.position_query_bias[head]) @ (W_kP[head] @ p)  # (b) + (d), gated: (e)
+                expected[head, i, j] = (content + position) / math.sqrt(d_head)
+    out = model(input_ids, output_attentions=True)
+    torch.testing.assert_close(out.attentions[0][0], expected.softmax(-1), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["transformer", "relative_gate", "abs_rel_gate"])
+def test_sdpa_matches_eager(variant):
+    torch.manual_seed(0)
+    model = NDRForSequenceClassification(tiny(**VARIANTS[variant])).eval()
+    input_ids, mask = batch()
+    with torch.no_grad():
+        sdpa = model(input_ids, attention_mask=mask).logits
+        model.set_attn_implementation("eager")
+        eager = model(input_ids, attention_mask=mask).logits
+    assert (sdpa - eager).abs().max() <= 1e-5
+
+
+def test_num_steps_and_outputs():
+    torch.manual_seed(0)
+    model = NDRModel(tiny(**NO_DROPOUT)).eval()
+    input_ids, mask = batch()
+    out = model(input_ids, attention_mask=mask, num_steps=5, output_attentions=True, output_gates=True,
+                output_hidden_states=True)
+    assert len(out.attentions) == len(out.gates) == 5 and len(out.hidden_states) == 6
+    assert out.attentions[0].shape == (3, 4, 9, 9) and out.gates[0].shape == (3, 9, 32)
+    assert torch.all(out.attentions[0][2, :, :, 3:] == 0)  # padded sources get no attention
+    gates = out.gates[0].detach()
+    assert 0 <= float(gates.min()) and float(gates.max()) <= 1
+    # gates start nearly closed: FFN^gate's output bias is initialised to -3
+    assert float(gates.mean()) < 0.2
+    # 5 steps = 3 steps then 2 more from that state
+    three = model(input_ids, attention_mask=mask, num_steps=3, output_hidden_states=True)
+    torch.testing.assert_close(three.hidden_states[3], out.hidden_states[3])
+    model.config.num_steps = 5
+    torch.testing.assert_close(model(input_ids, attention_mask=mask).last_hidden_state, out.last_hidden_state)
+
+
+def test_classifier_reads_the_last_real_column_or_the_first():
+    torch.manual_seed(0)
+    for position in ("last", "first"):
+        model = NDRForSequenceClassification(tiny(classifier_position=position)).eval()
+        input_ids, mask = batch()
+        hidden = model.ndr(input_ids, attention_mask=mask).last_hidden_state
+        columns = mask.sum(-1) - 1 if position == "last" else torch.zeros(3, dtype=torch.long)
+        expected = model.classifier(hidden[torch.arange(3), columns])
+        out = model(input_ids, attention_mask=mask, labels=torch.tensor([0, 4, 2]))
+        torch.testing.assert_close(out.logits, expected)
+        torch.testing.assert_close(out.loss, F.cross_entropy(expected, torch.tensor([0, 4, 2])))
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    torch.manual_seed(0)
+    model = NDRForSequenceClassification(tiny(**NO_DROPOUT)).train()
+    input_ids, mask = batch()
+    labels = torch.tensor([1, 2, 3])
+
+    def grads():
+        model.zero_grad()
+        model(input_ids, attention_mask=mask, labels=labels).loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    plain = grads()
+    model.gradient_checkpointing_enable()
+    for name, grad in grads().items():
+        torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda m: m(torch.tensor([[1, 20]])), "outside the vocabulary"),
+        (lambda m: m(torch.zeros(0, 3, dtype=torch.long)), "Empty batch"),
+        (lambda m: m(torch.zeros(1, 0, dtype=torch.long)), "Empty sequence"),
+        (lambda m: m(torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([1])), "labels have shape"),
+        (lambda m: m(torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([1, 5])), r"\[0, 5\)"),
+        (lambda m: m(torch.ones(1, 3, dtype=torch.long), attention_mask=torch.tensor([[0, 1, 1]])), "right padding"),
+        (lambda m: m(torch.ones(1, 3, dtype=torch.long), num_steps=-1), "num_steps"),
+    ],
+)
+def test_bad_input_raises_value_error(call, message):
+    model = NDRForSequenceClassification(tiny()).eval()
+    with pytest.raises(ValueError, match=message):
+        call(model)
+
+
+def test_bad_config_raises_value_error():
+    with pytest.raises(ValueError, match="attention_type"):
+        tiny(attention_type="linear")
+    with pytest.raises(ValueError, match="softmax attention only"):
+        tiny(position_encoding="relative")
+    with pytest.raises(ValueError, match="multiple"):
+        tiny(num_attention_heads=5)
+
+
+def test_save_load_and_trust_remote_code_without_lengthgen(tmp_path):
+    torch.manual_seed(0)
+    model = NDRForSequenceClassification(tiny()).eval()
+    input_ids, mask = batch()
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=mask).logits
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "geometric_attention.py").is_file() and (tmp_path / "modeling_ndr.py").is_file()
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(reloaded(input_ids, attention_mask=mask).logits, expected)
+    torch.save({"input_ids": input_ids, "mask": mask, "expected": expected}, tmp_path / "probe.pt")
+    script = f"""
+import sys
+sys.path = [p for p in sys.path if p not in ("", ".")]
+sys.modules["lengthgen"] = None
+import torch
+from transformers import AutoModelForSequenceClassification
+model = AutoModelForSequenceClassification.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
+probe = torch.load({str(tmp_path / "probe.pt")!r})
+with torch.no_grad():
+    logits = model(probe["input_ids"], attention_mask=probe["mask"]).logits
+assert torch.equal(logits, probe["expected"])
+print("REMOTE_CODE_OK")
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "REMOTE_CODE_OK" in result.stdout
