@@ -15,10 +15,19 @@ import json
 import os
 import tempfile
 
+from .ctl import CTL
+from .listops import ListOps
 from .nsp_inductive import NSPInductive
 from .ptb_inductive import PTBInductive
+from .simple_arithmetic import SimpleArithmetic
 
-BUILDERS = {"nsp_inductive": NSPInductive, "ptb_inductive": PTBInductive}
+BUILDERS = {
+    "nsp_inductive": NSPInductive,
+    "ptb_inductive": PTBInductive,
+    "ctl": CTL,
+    "simple_arithmetic": SimpleArithmetic,
+    "listops": ListOps,
+}
 
 
 def fingerprint(dataset_dict) -> str:

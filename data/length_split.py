@@ -14,6 +14,32 @@ COMMON_FEATURES = {
 }
 
 
+def balanced_counts(total: int, capacities: dict[int, int]) -> dict[int, int]:
+    """Split `total` over depths as evenly as their capacities allow (water-filling, shallow depths first)."""
+    counts, remaining, depths = {}, total, sorted(capacities)
+    for i, depth in enumerate(depths):
+        share = remaining // (len(depths) - i)
+        counts[depth] = min(share, capacities[depth])
+        remaining -= counts[depth]
+    if remaining:
+        raise ValueError(f"Cannot place {total} problems in depths {depths} (capacities {capacities}).")
+    return counts
+
+
+class LengthSplitConfig(datasets.BuilderConfig):
+    """Base of the builders' configs: their own dataclass fields are the generating parameters."""
+
+    def generator_arguments(self) -> dict:
+        """The config's own fields, as the generator takes them."""
+        own = [f for f in type(self).__dataclass_fields__ if f not in datasets.BuilderConfig.__dataclass_fields__]
+        return {name: getattr(self, name) for name in own}
+
+    def generating_parameters(self) -> dict:
+        """The same, JSON-ready, with the config name: what the dataset card records."""
+        arguments = self.generator_arguments()
+        return {"config": self.name, **{k: list(v) if isinstance(v, tuple) else v for k, v in arguments.items()}}
+
+
 class LengthSplitBuilder(datasets.GeneratorBasedBuilder):
     """Subclasses set `EXTRA_FEATURES` and `CITATION` and implement `generate_splits()` -> {split: rows}."""
 

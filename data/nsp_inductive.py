@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 import datasets
 
-from .length_split import LengthSplitBuilder
+from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .nsp import TASKS, generate_nsp_splits
 
 IBERT_CITATION = "Nam et al., I-BERT: Inductive Generalization of Transformer to Arbitrary Context Lengths, 2020."
 
 
 @dataclass
-class NSPConfig(datasets.BuilderConfig):
+class NSPConfig(LengthSplitConfig):
     """Generating parameters; defaults are the paper's (25,600 train with d = 2..12, 1,536 validation with 13..16)."""
 
     train_size: int = 25_600
@@ -27,15 +27,6 @@ class NSPConfig(datasets.BuilderConfig):
     validation_difficulties: tuple[int, int] = (13, 16)
     seed: int = 0
 
-    def generating_parameters(self) -> dict:
-        return {
-            "task": self.name,
-            "train_size": self.train_size,
-            "validation_size": self.validation_size,
-            "train_difficulties": list(self.train_difficulties),
-            "validation_difficulties": list(self.validation_difficulties),
-            "seed": self.seed,
-        }
 
 
 class NSPInductive(LengthSplitBuilder):
@@ -48,4 +39,4 @@ class NSPInductive(LengthSplitBuilder):
     CITATION = IBERT_CITATION
 
     def generate_splits(self):
-        return generate_nsp_splits(**self.config.generating_parameters())
+        return generate_nsp_splits(self.config.name, **self.config.generator_arguments())

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 
 import datasets
 
-from .length_split import LengthSplitBuilder
+from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .nsp_inductive import IBERT_CITATION
 from .ptb import DEFAULT_PTB_SOURCE, LEVELS, generate_ptb_splits, ptb_file, read_ptb_sentences
 
 
 @dataclass
-class PTBConfig(datasets.BuilderConfig):
+class PTBConfig(LengthSplitConfig):
     """`source`: where ptb.train.txt lives. Length ranges are inclusive; None takes the paper's thresholds
     (char: train 16-192, validation 193-224 characters; word: train 2-32, validation 33-64 words)."""
 
@@ -23,14 +23,6 @@ class PTBConfig(datasets.BuilderConfig):
     validation_lengths: tuple[int, int] | None = None
     seed: int = 0
 
-    def generating_parameters(self) -> dict:
-        return {
-            "level": self.name,
-            "source": self.source,
-            "train_lengths": list(self.train_lengths) if self.train_lengths else None,
-            "validation_lengths": list(self.validation_lengths) if self.validation_lengths else None,
-            "seed": self.seed,
-        }
 
 
 class PTBInductive(LengthSplitBuilder):
