@@ -13,7 +13,6 @@ import random
 import string
 from dataclasses import dataclass
 
-import datasets
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig, balanced_counts
 from .nsp import assert_disjoint

@@ -50,6 +50,18 @@ def build(name: str, config_name: str | None = None, cache_dir: str | None = Non
     return builder, builder.as_dataset()
 
 
+def load_splits(name: str, config_name: str | None = None, params: dict | None = None):
+    """A lengthgen builder's splits (generated with `params` overridden), or anything `datasets.load_dataset` reads
+    (an exported folder, a Hub repository) when `name` is not one of lengthgen's builders."""
+    if name in BUILDERS:
+        return build(name, config_name, **(params or {}))[1]
+    if params:
+        raise ValueError("Generating parameters apply to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
+    import datasets
+
+    return datasets.load_dataset(name, config_name)
+
+
 def _card(name: str, folder: str, default_config: str) -> str:
     configs = sorted(c for c in os.listdir(folder) if os.path.isfile(os.path.join(folder, c, "generation.json")))
     default = default_config if default_config in configs else configs[0]

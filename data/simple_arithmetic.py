@@ -9,7 +9,6 @@ most 50 tokens, and depths are balanced by rejection sampling. Train depths 1-5,
 import random
 from dataclasses import dataclass
 
-import datasets
 from tqdm.auto import tqdm
 
 from .ctl import NDR_CITATION

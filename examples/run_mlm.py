@@ -23,7 +23,6 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import datasets
 import evaluate
 import torch
 import transformers
@@ -41,7 +40,7 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
-from lengthgen.data.export import BUILDERS, parse_param, build
+from lengthgen.data.export import BUILDERS, load_splits, parse_param
 from lengthgen.data.masked_lm import (
     MASKED_SPAN_ACCURACY,
     flatten_metrics,
@@ -96,15 +95,6 @@ class MLMTrainingArguments(TrainingArguments):
             "instead of --lr_scheduler_type."
         },
     )
-
-
-def load_splits(args: DataArguments) -> datasets.DatasetDict:
-    if args.dataset_name in BUILDERS:
-        params = dict(parse_param(p) for p in args.dataset_param)
-        return build(args.dataset_name, args.dataset_config_name, **params)[1]
-    if args.dataset_param:
-        raise ValueError("--dataset_param applies to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
-    return datasets.load_dataset(args.dataset_name, args.dataset_config_name)
 
 
 def load_tokenizer(model_args: ModelArguments, data_args: DataArguments, splits):
@@ -220,7 +210,8 @@ def main(argv=None):
             logger.info("Resuming from %s", last_checkpoint)
 
     with training_args.main_process_first(desc="dataset generation"):
-        splits = load_splits(data_args)
+        params = dict(parse_param(p) for p in data_args.dataset_param)
+        splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, params)
     for split, needed in (("train", training_args.do_train), ("validation", True)):
         if needed and split not in splits:
             raise ValueError(f"{data_args.dataset_name} has no {split!r} split; it has {sorted(splits)}.")

@@ -1,0 +1,234 @@
+#!/usr/bin/env python
+"""Train and evaluate a sequence classifier (the NDR or its baselines) on a depth-split task.
+
+    python examples/run_classification.py --config_name hub_configs/ndr-ctl \
+        --dataset_name ctl --dataset_config_name forward --output_dir outputs/ndr-ctl --do_train --do_eval
+    accelerate launch examples/run_classification.py ...        # same arguments, any number of processes
+
+Any dataset with `input` (space-separated tokens), `target` (the class) and `difficulty` columns works: lengthgen's
+builders (`ctl`, `simple_arithmetic`, `listops`; override generating parameters with `--dataset_param KEY=VALUE`), an
+exported folder or a Hub repository. The tokenizer is a word-level one over the training inputs that frames every
+sequence with begin ([CLS]) and end ([SEP]) tokens; the classes are the training targets.
+
+Every split other than `train` is evaluated, with accuracy overall and per difficulty (depth). `--eval_num_steps`
+runs the shared layer for more steps at evaluation than in training (the thesis trains ListOps with 20, tests
+with 24).
+"""
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+import evaluate
+import transformers
+from huggingface_hub import HfApi
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
+from lengthgen.data.export import load_splits, parse_param
+from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
+from lengthgen.data.tokenization import word_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint folder or Hub id to fine-tune."})
+    config_name: str | None = field(
+        default=None, metadata={"help": "Config folder or Hub id (e.g. hub_configs/ndr-ctl) to train from scratch."}
+    )
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Override config fields when training from scratch: 'num_layers=8,hidden_size=64'."}
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+
+
+@dataclass
+class DataArguments:
+    dataset_name: str = field(default="ctl", metadata={"help": "A lengthgen builder or a load_dataset path."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Config of the dataset."})
+    dataset_param: list[str] = field(
+        default_factory=list, metadata={"help": "Generating parameters of a lengthgen builder: KEY=VALUE [KEY=VALUE ...]."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Truncate every evaluation set."})
+    eval_num_steps: int | None = field(
+        default=None, metadata={"help": "Steps of the shared layer at evaluation (default: the model's)."}
+    )
+
+
+def build_tokenizer_and_labels(model_args: ModelArguments, splits):
+    """A checkpoint's own tokenizer and labels, or new ones from the training split."""
+    if model_args.model_name_or_path:
+        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
+        return tokenizer, [config.id2label[i] for i in range(config.num_labels)]
+    if "train" not in splits:
+        raise ValueError(f"Training from scratch needs a 'train' split; the dataset has {sorted(splits)}.")
+    tokenizer = word_tokenizer(splits["train"]["input"])
+    return tokenizer, sorted(set(splits["train"]["target"]))
+
+
+def load_model(model_args: ModelArguments, tokenizer, labels):
+    if model_args.model_name_or_path:
+        return AutoModelForSequenceClassification.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
+    if not model_args.config_name:
+        raise ValueError("Pass --model_name_or_path (fine-tune) or --config_name (train from scratch).")
+    config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+    if model_args.config_overrides:
+        config.update_from_string(model_args.config_overrides)
+    config.vocab_size = len(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {label: i for i, label in enumerate(labels)}
+    return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
+
+
+def make_compute_metrics(difficulties):
+    """Accuracy overall and per difficulty: a one-token 'span' per example in the masked-span metric."""
+    metric = evaluate.load(MASKED_SPAN_ACCURACY)
+
+    def compute_metrics(eval_prediction):
+        predicted = eval_prediction.predictions.argmax(-1).tolist()
+        references = eval_prediction.label_ids.tolist()
+        result = metric.compute(
+            predictions=[[p] for p in predicted],
+            references=[[r] for r in references],
+            difficulties=difficulties[: len(predicted)],
+        )
+        metrics = flatten_metrics(result)
+        return {k.replace("sequence_accuracy", "accuracy"): v for k, v in metrics.items() if "token_" not in k}
+
+    return compute_metrics
+
+
+def main(argv=None):
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
+    else:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
+        training_args.report_to = ["tensorboard"]
+    if training_args.ddp_find_unused_parameters is None:
+        training_args.ddp_find_unused_parameters = False
+
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    if not training_args.should_log:
+        transformers.utils.logging.set_verbosity_warning()
+    set_seed(training_args.seed)
+
+    last_checkpoint = None
+    if training_args.do_train and os.path.isdir(training_args.output_dir):
+        last_checkpoint = get_last_checkpoint(training_args.output_dir)
+
+    with training_args.main_process_first(desc="dataset generation"):
+        params = dict(parse_param(p) for p in data_args.dataset_param)
+        splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, params)
+    if training_args.do_train and "train" not in splits:
+        raise ValueError(f"{data_args.dataset_name} has no 'train' split; it has {sorted(splits)}.")
+    tokenizer, labels = build_tokenizer_and_labels(model_args, splits)
+    model = load_model(model_args, tokenizer, labels)
+    label_ids = {label: i for i, label in enumerate(labels)}
+
+    def featurize(dataset, limit=None):
+        if limit is not None:
+            dataset = dataset.select(range(min(limit, len(dataset))))
+        unknown = sorted(set(dataset["target"]) - set(label_ids))
+        if unknown:
+            raise ValueError(f"Targets {unknown[:5]} are not among the model's classes {labels}.")
+
+        def encode(batch):
+            return {**tokenizer(batch["input"]), "labels": [label_ids[t] for t in batch["target"]]}
+
+        return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c != "difficulty"])
+
+    eval_sets = {name: dataset for name, dataset in splits.items() if name != "train"}
+    if data_args.max_eval_samples is not None:
+        eval_sets = {n: d.select(range(min(data_args.max_eval_samples, len(d)))) for n, d in eval_sets.items()}
+    with training_args.main_process_first(desc="tokenization"):
+        train_dataset = featurize(splits["train"], data_args.max_train_samples) if training_args.do_train else None
+        eval_features = {name: featurize(dataset) for name, dataset in eval_sets.items()}
+    first_eval = next(iter(eval_sets), None)
+
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_features.get(first_eval),
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=make_compute_metrics(eval_sets[first_eval]["difficulty"]) if first_eval else None,
+    )
+
+    all_metrics = {}
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
+        trainer.save_model()
+        trainer.log_metrics("train", result.metrics)
+        trainer.save_metrics("train", result.metrics)
+        trainer.save_state()
+        all_metrics.update({f"train_{k}": v for k, v in result.metrics.items()})
+
+    if training_args.do_eval:
+        trained_steps = model.config.num_steps
+        if data_args.eval_num_steps:
+            model.config.num_steps = data_args.eval_num_steps
+        for name, dataset in eval_sets.items():
+            trainer.compute_metrics = make_compute_metrics(dataset["difficulty"])
+            metrics = trainer.evaluate(eval_dataset=eval_features[name], metric_key_prefix=f"eval_{name}")
+            trainer.log_metrics(f"eval_{name}", metrics)
+            trainer.save_metrics(f"eval_{name}", metrics)
+            all_metrics.update(metrics)
+        model.config.num_steps = trained_steps
+        if training_args.should_save:
+            with open(os.path.join(training_args.output_dir, "all_results.json"), "w") as f:
+                json.dump(all_metrics, f, indent=2)
+
+    if training_args.should_save:
+        trainer.create_model_card(
+            finetuned_from=model_args.model_name_or_path,
+            tasks="text-classification",
+            dataset=f"{data_args.dataset_name} ({data_args.dataset_config_name})",
+            tags=["lengthgen", "length-generalization", model.config.model_type],
+        )
+        rows = sorted(
+            (k.split("_accuracy_d")[0].replace("eval_", ""), int(k.rsplit("_d", 1)[1]), v)
+            for k, v in all_metrics.items()
+            if "_accuracy_d" in k
+        )
+        with open(os.path.join(training_args.output_dir, "README.md"), "a") as f:
+            f.write(
+                "\n## lengthgen\n\nNeural Data Router family (`ndr`): Csordás, Irie, Schmidhuber, *The Neural Data Router: "
+                "Adaptive Control Flow in Transformers Improves Systematic Generalization*, ICLR 2022.\n"
+            )
+            if rows:
+                f.write("\n| evaluation set | depth | accuracy |\n| --- | --- | --- |\n")
+                f.writelines(f"| {n} | {d} | {v:.4f} |\n" for n, d, v in rows)
+        if training_args.push_to_hub:
+            HfApi().upload_folder(
+                repo_id=trainer.hub_model_id,
+                folder_path=training_args.output_dir,
+                commit_message="lengthgen run_classification.py: end of training",
+                ignore_patterns=["_*", "checkpoint-*"],
+            )
+    return all_metrics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+import json
+import os
+import sys
+
+import pytest
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+import lengthgen.modeling  # noqa: F401
+from lengthgen.data.export import build
+from lengthgen.data.tokenization import word_tokenizer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import run_classification  # noqa: E402
+
+TINY = "hidden_size=32,intermediate_size=64,num_attention_heads=2,num_layers=4"
+SMALL = {
+    "ctl": ("forward", dict(train_size=300, validation_iid_size=20, validation_size=30, test_size=20)),
+    "simple_arithmetic": (None, dict(train_size=300, validation_size=20, test_size=20)),
+    "listops": (None, dict(train_size=500, validation_size=10, test_size=10)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(REPO, "hub_configs")) if n.startswith(("ndr-", "transformer-"))))
+def test_ndr_hub_configs_build_and_match_the_task_vocabulary(name, tmp_path):
+    folder = os.path.join(REPO, "hub_configs", name)
+    config = AutoConfig.from_pretrained(folder)
+    assert config.model_type == "ndr" and config.training_hyperparameters["per_device_train_batch_size"] == 512
+    assert (config.attention_type == "geometric") == name.startswith("ndr-")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    dataset = name.split("-", 1)[1].replace("-", "_")
+    config_name, params = SMALL[dataset]
+    splits = build(dataset, config_name, cache_dir=str(tmp_path), **params)[1]
+    assert tokenizer.get_vocab() == word_tokenizer(splits["train"]["input"]).get_vocab()
+    assert sorted(config.label2id) == sorted(set(splits["train"]["target"]))
+    model = AutoModelForSequenceClassification.from_config(config)
+    assert model.ndr.layer.attention.num_heads == config.num_attention_heads
+
+
+def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, monkeypatch):
+    steps_seen = []
+    original = lengthgen.modeling.NDRModel.forward
+
+    def spy(self, *args, **kwargs):
+        steps_seen.append((self.training, kwargs.get("num_steps") or self.config.num_steps or self.config.num_layers))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(lengthgen.modeling.NDRModel, "forward", spy)
+    metrics = run_classification.main(
+        ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"), "--config_overrides", TINY,
+         "--dataset_name", "ctl", "--dataset_config_name", "backward",
+         "--dataset_param", "train_size=300", "validation_iid_size=20", "validation_size=30", "test_size=20",
+         "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "3", "--eval_num_steps", "6",
+         "--per_device_train_batch_size", "32", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true"]
+    )
+    assert {s for training, s in steps_seen if training} == {4} and {s for training, s in steps_seen if not training} == {6}
+    for d in (6, 7, 8):
+        assert 0 <= metrics[f"eval_validation_accuracy_d{d}"] <= 1
+    assert {"eval_test_accuracy_d9", "eval_test_accuracy_d10", "eval_validation_iid_accuracy"} <= set(metrics)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["num_steps"] is None and saved["num_layers"] == 4 and saved["id2label"]["0"] == "000"
+    assert "| validation | 6 |" in (tmp_path / "README.md").read_text()
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    batch = tokenizer(["c b a 101"], return_tensors="pt")
+    assert model(**batch).logits.shape == (1, 8)
+    with pytest.raises(ValueError, match="not among the model's classes"):
+        run_classification.main(
+            ["--model_name_or_path", str(tmp_path), "--dataset_name", "simple_arithmetic",
+             "--dataset_param", "train_size=50", "validation_size=5", "test_size=5",
+             "--output_dir", str(tmp_path / "x"), "--do_eval", "--use_cpu"]
+        )
