@@ -20,3 +20,14 @@ def test_throughput_harness_runs_every_model_at_every_length(padded):
         assert set(r["sequences_per_second"]) == {"BERT", "I-BERT", "XLNet"}
         assert r["ratio_to_bert"]["BERT"] == 1.0
         assert all(v > 0 for v in r["sequences_per_second"].values())
+
+
+def test_ndr_attention_harness_reports_time_and_memory_for_both_kinds():
+    import ndr_attention
+
+    results = ndr_attention.main(["--lengths", "8", "16", "--batch-size", "1", "--heads", "2", "--head-size", "8",
+                                  "--repeats", "1", "--warmup", "0"])
+    assert sorted(results) == [8, 16]
+    for r in results.values():
+        assert set(r["seconds"]) == set(r["peak_bytes"]) == {"geometric", "softmax (SDPA)"}
+        assert all(v > 0 for v in r["seconds"].values()) and r["peak_bytes"]["geometric"] > 0

@@ -70,3 +70,21 @@ def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, m
              "--dataset_param", "train_size=50", "validation_size=5", "test_size=5",
              "--output_dir", str(tmp_path / "x"), "--do_eval", "--use_cpu"]
         )
+
+
+def test_plot_ndr_writes_attention_and_gate_pictures(tmp_path):
+    import plot_ndr
+
+    config = AutoConfig.from_pretrained(os.path.join(REPO, "hub_configs/ndr-ctl"))
+    config.update_from_string(TINY)
+    model = AutoModelForSequenceClassification.from_config(config)
+    model.save_pretrained(tmp_path / "model")
+    AutoTokenizer.from_pretrained(os.path.join(REPO, "hub_configs/ndr-ctl")).save_pretrained(tmp_path / "model")
+    output = str(tmp_path / "steps.png")
+    plot_ndr.main(["--model_name_or_path", str(tmp_path / "model"), "--text", "101 d a b", "--output", output,
+                   "--num_steps", "5"])
+    for path in (output, str(tmp_path / "steps_gates.png")):
+        assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="--head"):
+        plot_ndr.main(["--model_name_or_path", str(tmp_path / "model"), "--text", "101 d", "--output", output,
+                       "--head", "7"])

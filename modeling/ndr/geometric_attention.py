@@ -45,22 +45,19 @@ def geometric_attention_weights(
     if key_padding_mask is not None:
         excluded = excluded | ~key_padding_mask[..., None, :]
     log_p = F.logsigmoid(scores)
-    log_not_p = F.logsigmoid(-scores).masked_fill(excluded, 0.0)
+    log_not_p = (log_p - scores).masked_fill(excluded, 0.0)  # log(1 - sigmoid(x)) = log sigmoid(x) - x
     # prefix[..., i, c] = sum_{k < c} log(1 - P[i, k]), for c = 0..N
     prefix = F.pad(log_not_p.cumsum(-1), (1, 0))
 
-    # S(i, j) as a column range [lo, hi) of row i (the excluded target i adds 0):
-    #   source to the right, j > i:  |k - i| < j - i             ->  [2i - j + 1, j)
-    #   source to the left,  j < i:  |k - i| <= i - j, k != j     ->  [j + 1, 2i - j + 1)
+    # S(i, j) as a column range of row i (the excluded target i adds 0), with the mirror column m = 2i - j + 1:
+    #   source to the right, j > i:  |k - i| < j - i            ->  [m, j)      = prefix[j] - prefix[m]
+    #   source to the left,  j < i:  |k - i| <= i - j, k != j    ->  [j + 1, m)  = prefix[m] - prefix[j + 1]
+    # (m is clipped to [0, N]: it only leaves that range where the sequence ends first)
     i = torch.arange(n, device=device)[:, None]
     j = torch.arange(n, device=device)[None, :]
-    mirror = 2 * i - j + 1
-    right = j > i
-    hi = torch.where(right, j, mirror.clamp(max=n))
-    lo = torch.where(right, mirror.clamp(min=0), j + 1)
-    batch_dims = (1,) * (prefix.dim() - 2)
-    hi, lo = hi.view(*batch_dims, n, n), lo.view(*batch_dims, n, n)
-    closer = torch.take_along_dim(prefix, hi, dim=-1) - torch.take_along_dim(prefix, lo, dim=-1)
+    mirror = (2 * i - j + 1).clamp(0, n).view(*(1,) * (prefix.dim() - 2), n, n)
+    at_mirror = torch.take_along_dim(prefix, mirror, dim=-1)
+    closer = torch.where(j > i, prefix[..., :n] - at_mirror, at_mirror - prefix[..., 1:])
 
     weights = (log_p + closer).exp().masked_fill(excluded, 0.0)
     if normalize:
