@@ -14,8 +14,8 @@ import string
 from dataclasses import dataclass
 
 
-from .length_split import LengthSplitBuilder, LengthSplitConfig, balanced_counts
-from .nsp import assert_disjoint
+from .length_split import LengthSplitBuilder, LengthSplitConfig
+from .splits import assert_splits_disjoint, balanced_counts
 
 NDR_CITATION = (
     "Csordás, Irie, Schmidhuber. The Neural Data Router: Adaptive Control Flow in Transformers Improves "
@@ -115,8 +115,7 @@ def generate_ctl_splits(
     splits = {name: [ctl_example(s, fs, tables, direction, bits) for s, fs in ps] for name, ps in problems.items()}
     for name in splits:
         rng.shuffle(splits[name])
-    for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
-        assert_disjoint((r["difficulty"] for r in splits[a]), (r["difficulty"] for r in splits[b]), f"{a}/{b} depths")
+    assert_splits_disjoint(splits)
     return splits
 
 

@@ -14,18 +14,6 @@ COMMON_FEATURES = {
 }
 
 
-def balanced_counts(total: int, capacities: dict[int, int]) -> dict[int, int]:
-    """Split `total` over depths as evenly as their capacities allow (water-filling, shallow depths first)."""
-    counts, remaining, depths = {}, total, sorted(capacities)
-    for i, depth in enumerate(depths):
-        share = remaining // (len(depths) - i)
-        counts[depth] = min(share, capacities[depth])
-        remaining -= counts[depth]
-    if remaining:
-        raise ValueError(f"Cannot place {total} problems in depths {depths} (capacities {capacities}).")
-    return counts
-
-
 class LengthSplitConfig(datasets.BuilderConfig):
     """Base of the builders' configs: their own dataclass fields are the generating parameters."""
 

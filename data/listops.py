@@ -15,8 +15,8 @@ import datasets
 from tqdm.auto import tqdm
 
 from .ctl import NDR_CITATION
-from .length_split import LengthSplitBuilder, LengthSplitConfig, balanced_counts
-from .nsp import assert_disjoint
+from .length_split import LengthSplitBuilder, LengthSplitConfig
+from .splits import assert_splits_disjoint, balanced_counts
 
 OPERATIONS = ("SM", "MIN", "MAX", "MED")
 
@@ -150,8 +150,7 @@ def generate_listops_splits(
             ("test", test_size, test_depths),
         )
     }
-    for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
-        assert_disjoint((r["difficulty"] for r in splits[a]), (r["difficulty"] for r in splits[b]), f"{a}/{b} depths")
+    assert_splits_disjoint(splits)
     return splits
 
 

@@ -13,6 +13,8 @@ authors' code, the mask covers exactly the digits of the last number (one mask t
 
 import random
 
+from .splits import assert_splits_disjoint
+
 DELIMITER = "_"
 MASK = "[MASK]"
 TASKS = ("add", "copy", "reverse")
@@ -78,13 +80,6 @@ def generate_nsp(task: str, size: int, min_difficulty: int, max_difficulty: int,
     return rows
 
 
-def assert_disjoint(train_values, validation_values, what: str) -> None:
-    """Length splits must never overlap: every validation value lies outside the training range."""
-    overlap = set(train_values) & set(validation_values)
-    if overlap:
-        raise ValueError(f"train and validation {what} overlap at {sorted(overlap)[:10]}")
-
-
 def generate_nsp_splits(
     task: str,
     train_size: int = 25_600,
@@ -103,7 +98,5 @@ def generate_nsp_splits(
         "train": generate_nsp(task, train_size, *train_difficulties, seed=seed),
         "validation": generate_nsp(task, validation_size, *validation_difficulties, seed=seed + 1),
     }
-    assert_disjoint(
-        (r["difficulty"] for r in splits["train"]), (r["difficulty"] for r in splits["validation"]), "digit counts"
-    )
+    assert_splits_disjoint(splits)
     return splits

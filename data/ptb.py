@@ -12,7 +12,8 @@ training sentences are partitioned by length into a training and a validation se
 import os
 import random
 
-from .nsp import MASK, assert_disjoint
+from .nsp import MASK
+from .splits import assert_splits_disjoint
 
 SPACE = "_"
 LEVELS = ("char", "word")
@@ -100,7 +101,5 @@ def generate_ptb_splits(
         for name, (low, high) in ranges.items():
             if low <= length <= high:
                 splits[name].append(masked_sentence(words, level, rng))
-    assert_disjoint(
-        (r["length"] for r in splits["train"]), (r["length"] for r in splits["validation"]), "sentence lengths"
-    )
+    assert_splits_disjoint(splits)
     return splits

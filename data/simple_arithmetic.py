@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from .ctl import NDR_CITATION
-from .length_split import LengthSplitBuilder, LengthSplitConfig, balanced_counts
-from .nsp import assert_disjoint
+from .length_split import LengthSplitBuilder, LengthSplitConfig
+from .splits import assert_splits_disjoint, balanced_counts
 
 OPERATIONS = {"+": lambda a, b: (a + b) % 10, "*": lambda a, b: (a * b) % 10}
 
@@ -110,8 +110,7 @@ def generate_arithmetic_splits(
             ("test", test_size, test_depths),
         )
     }
-    for a, b in (("train", "validation"), ("train", "test"), ("validation", "test")):
-        assert_disjoint((r["difficulty"] for r in splits[a]), (r["difficulty"] for r in splits[b]), f"{a}/{b} depths")
+    assert_splits_disjoint(splits)
     return splits
 
 

@@ -1,0 +1,23 @@
+"""Plain helpers of the split generators (no Hugging Face imports): balancing and the disjointness check."""
+
+
+def balanced_counts(total: int, capacities: dict[int, int]) -> dict[int, int]:
+    """Split `total` over depths as evenly as their capacities allow (water-filling, shallow depths first)."""
+    counts, remaining, depths = {}, total, sorted(capacities)
+    for i, depth in enumerate(depths):
+        share = remaining // (len(depths) - i)
+        counts[depth] = min(share, capacities[depth])
+        remaining -= counts[depth]
+    if remaining:
+        raise ValueError(f"Cannot place {total} problems in depths {depths} (capacities {capacities}).")
+    return counts
+
+
+def assert_splits_disjoint(splits: dict[str, list[dict]], ignore=("validation_iid",)) -> None:
+    """No two splits share a difficulty (an IID validation split shares the training depths on purpose)."""
+    names = [name for name in splits if name not in ignore]
+    for a_index, a in enumerate(names):
+        for b in names[a_index + 1 :]:
+            shared = {r["difficulty"] for r in splits[a]} & {r["difficulty"] for r in splits[b]}
+            if shared:
+                raise ValueError(f"splits {a} and {b} overlap at difficulties {sorted(shared)[:10]}")
