@@ -82,29 +82,6 @@ def tree_of_depth(rng: random.Random, min_depth: int, max_depth: int, p_op: floa
     return tree
 
 
-def evaluate_listops(tokens: list[str]) -> int:
-    """Evaluate a ListOps expression independently of the generator (used by the tests)."""
-    stack: list = []
-    for token in tokens:
-        if token == "]":
-            args = []
-            while not isinstance(stack[-1], str):
-                args.append(stack.pop())
-            op, args = stack.pop()[1:], args[::-1]
-            if op == "SM":
-                stack.append(sum(args) % 10)
-            elif op == "MIN":
-                stack.append(min(args))
-            elif op == "MAX":
-                stack.append(max(args))
-            else:
-                s, n = sorted(args), len(args)
-                stack.append(s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) // 2)
-        else:
-            stack.append(token if token.startswith("[") else int(token))
-    return stack[0]
-
-
 def balanced_trees(size, depths, rng, p_op, max_args, max_length, seen, desc):
     """`size` distinct trees whose dependency depths are balanced over `depths` (rejection sampling)."""
     lo, hi = depths

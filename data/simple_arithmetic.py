@@ -41,19 +41,6 @@ def expression_of_depth(rng: random.Random, depth: int, p_subop: float):
     return expression
 
 
-def evaluate_expression(tokens: list[str]) -> int:
-    """Evaluate a bracketed expression independently of the generator (used by the tests)."""
-    stack = []
-    for token in tokens:
-        if token == ")":
-            right, op, left = stack.pop(), stack.pop(), stack.pop()
-            stack.pop()  # "("
-            stack.append(OPERATIONS[op](left, right))
-        else:
-            stack.append(int(token) if token.isdigit() else token)
-    return stack[0]
-
-
 def balanced_expressions(sizes_by_depth: dict[int, int], rng, p_subop: float, max_length: int, seen: set, desc: str):
     rows = []
     with tqdm(total=sum(sizes_by_depth.values()), desc=desc, disable=sum(sizes_by_depth.values()) < 10_000) as bar:
