@@ -94,6 +94,7 @@ def load_model(model_args: ModelArguments, tokenizer, labels):
         config.update_from_string(model_args.config_overrides)
     config.vocab_size = len(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
+    config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}
     return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)

@@ -31,3 +31,21 @@ def test_ndr_attention_harness_reports_time_and_memory_for_both_kinds():
     for r in results.values():
         assert set(r["seconds"]) == set(r["peak_bytes"]) == {"geometric", "softmax (SDPA)"}
         assert all(v > 0 for v in r["seconds"].values()) and r["peak_bytes"]["geometric"] > 0
+
+
+def test_ndr_ctl_harness_trains_both_models_and_reports_the_best_validation_checkpoint(tmp_path):
+    import json
+
+    import ndr_ctl_generalization
+
+    output = tmp_path / "ctl.json"
+    results = ndr_ctl_generalization.main(
+        ["--train-size", "600", "--hidden-size", "16", "--num-layers", "2", "--eval-num-steps", "3", "--steps", "4",
+         "--batch-size", "8", "--eval-every", "2", "--output", str(output)]
+    )
+    assert json.loads(output.read_text()) == results
+    for name in ("ndr", "transformer"):
+        best = results[name]
+        assert best["step"] in (2, 4)
+        assert set(best["test"]) == {"all", "9", "10"} and set(best["validation"]) == {"all", "6", "7", "8"}
+        assert 0.0 <= best["test"]["all"] <= 1.0

@@ -89,6 +89,21 @@ def test_long_sequences_give_finite_values_and_gradients(dtype):
     assert torch.isfinite(logits.grad.float()).all() and logits.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+def test_hand_written_backward_matches_finite_differences(normalize):
+    """The custom backward pass against numerical gradients (float64), with and without padding, including a row
+    whose sources are all padding and lengths where the mirror column is clipped at both ends."""
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 2, 5, 8):
+        logits = (torch.randn(2, 2, n, n, generator=g, dtype=torch.float64) * 3).requires_grad_()
+        mask = torch.ones(2, 1, n, dtype=torch.bool)
+        mask[0, :, n // 2:] = False
+        for key_padding_mask in (None, mask):
+            torch.autograd.gradcheck(
+                lambda x: geometric_attention_weights(x, key_padding_mask, normalize=normalize), (logits,)
+            )
+
+
 def test_bad_shapes_raise():
     with pytest.raises(ValueError, match=r"\(\.\.\., N, N\)"):
         geometric_attention_weights(torch.zeros(3, 4))

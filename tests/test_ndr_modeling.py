@@ -201,6 +201,21 @@ def test_bad_input_raises_value_error(call, message):
         call(model)
 
 
+def test_classifier_checks_the_end_or_begin_token_it_reads():
+    """With bos/eos ids set, reading the class from a column that is not the end (begin) token is an error."""
+    framed = torch.tensor([[2, 7, 8, 3, 0], [2, 9, 3, 0, 0]])
+    mask = (framed != 0).long()
+    last = NDRForSequenceClassification(tiny(bos_token_id=2, eos_token_id=3)).eval()
+    last(framed, attention_mask=mask)  # framed: fine
+    unframed = torch.tensor([[2, 7, 8, 3], [2, 9, 5, 0]])  # the second row lost its end token
+    with pytest.raises(ValueError, match="Row 1 has token id 5 in its last real column.*end token \\(id 3\\)"):
+        last(unframed, attention_mask=(unframed != 0).long())
+    first = NDRForSequenceClassification(tiny(bos_token_id=2, eos_token_id=3, classifier_position="first")).eval()
+    first(framed, attention_mask=mask)
+    with pytest.raises(ValueError, match="Row 0 has token id 7 in its first column"):
+        first(framed[:, 1:], attention_mask=mask[:, 1:])
+
+
 def test_bad_config_raises_value_error():
     with pytest.raises(ValueError, match="attention_type"):
         tiny(attention_type="linear")
@@ -240,26 +255,41 @@ print("REMOTE_CODE_OK")
     assert "REMOTE_CODE_OK" in result.stdout
 
 
-def test_ndr_learns_shallow_compositional_table_lookup():
-    """End-to-end proof that the NDR trains: it fits CTL problems of 1-2 function applications."""
+def test_ndr_learns_forward_compositional_table_lookup():
+    """End-to-end proof that the NDR learns to compose: trained on forward CTL with 1-3 applications, it answers
+    held-out 3-application problems (chance: 1/8), which it can only do by chaining the lookups it learned.
+
+    Budget of about two minutes on 2 CPU cores. The thesis's ~100% IID takes its full budget (30K steps of 512 on a
+    GPU); here the IID accuracy climbs past 0.75 and is still rising when the test stops (see docs/ndr.md)."""
+    import random
+
     from lengthgen.data.ctl import generate_ctl_splits
     from lengthgen.data.tokenization import word_tokenizer
 
-    rows = generate_ctl_splits(train_size=472, train_depths=(1, 2), validation_iid_size=100, validation_size=30,
-                               test_size=20)["train"]
-    tokenizer = word_tokenizer([r["input"] for r in rows])
-    labels = sorted({r["target"] for r in rows})
-    batch_inputs = tokenizer([r["input"] for r in rows], padding=True, return_tensors="pt")
-    targets = torch.tensor([labels.index(r["target"]) for r in rows])
+    splits = generate_ctl_splits("forward", train_size=6_250, train_depths=(1, 3), validation_iid_size=300,
+                                 validation_depths=(4, 4), validation_size=10, test_depths=(5, 5), test_size=10)
+    tokenizer = word_tokenizer([r["input"] for r in splits["train"]])
+    labels = sorted({r["target"] for r in splits["train"]})
+
+    def encode(rows):
+        inputs = tokenizer([r["input"] for r in rows], padding=True, return_tensors="pt")
+        return inputs, torch.tensor([labels.index(r["target"]) for r in rows])
+
     torch.manual_seed(0)
-    model = NDRForSequenceClassification(tiny(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
-                                              num_attention_heads=2, num_layers=4, num_labels=8, **NO_DROPOUT))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for _ in range(150):
-        loss = model(**batch_inputs, labels=targets).loss
-        loss.backward()
+    rng = random.Random(0)
+    config = tiny(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_attention_heads=1, num_layers=6,
+                  num_labels=8, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, **NO_DROPOUT)
+    model = NDRForSequenceClassification(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(1_500):
+        inputs, targets = encode(rng.sample(splits["train"], 256))
+        model(**inputs, labels=targets).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()
         optimizer.zero_grad()
+    model.eval()
+    inputs, targets = encode(splits["validation_iid"])
+    assert {r["difficulty"] for r in splits["validation_iid"]} == {3}
     with torch.no_grad():
-        accuracy = (model(**batch_inputs).logits.argmax(-1) == targets).float().mean()
-    assert accuracy >= 0.99
+        accuracy = (model(**inputs).logits.argmax(-1) == targets).float().mean().item()
+    assert accuracy >= 0.6, accuracy

@@ -7,7 +7,8 @@ For target i and source j, P[i, j] = sigmoid(logits[i, j]) is the probability th
 where S(i, j) holds the sources closer to i than j (at equal distance the source to the right of i is the closer
 one), so a match downweights every more distant match: attention goes to the closest matching element. A[i, i] = 0.
 
-Computed in log space with one cumulative sum per row: O(N^2) time and memory, never the O(N^3) of the product.
+Computed in log space with one cumulative sum per row: O(N^2) time and memory, never the O(N^3) of the product, with a
+hand-written backward pass (`GeometricAttentionFunction`).
 """
 
 import torch
@@ -37,29 +38,83 @@ def geometric_attention_weights(
             raise ValueError(f"key_padding_mask must be bool (True at real tokens), got {key_padding_mask.dtype}")
         if key_padding_mask.shape[-1] != n:
             raise ValueError(f"key_padding_mask has {key_padding_mask.shape[-1]} positions, logits have {n}")
-    scores = logits.float()
-    device = scores.device
-
     # sources left out of every product and given no weight: the target itself, and padding
-    excluded = torch.eye(n, dtype=torch.bool, device=device)
+    excluded = torch.eye(n, dtype=torch.bool, device=logits.device)
     if key_padding_mask is not None:
         excluded = excluded | ~key_padding_mask[..., None, :]
-    log_p = F.logsigmoid(scores)
-    log_not_p = (log_p - scores).masked_fill(excluded, 0.0)  # log(1 - sigmoid(x)) = log sigmoid(x) - x
-    # prefix[..., i, c] = sum_{k < c} log(1 - P[i, k]), for c = 0..N
-    prefix = F.pad(log_not_p.cumsum(-1), (1, 0))
-
-    # S(i, j) as a column range of row i (the excluded target i adds 0), with the mirror column m = 2i - j + 1:
-    #   source to the right, j > i:  |k - i| < j - i            ->  [m, j)      = prefix[j] - prefix[m]
-    #   source to the left,  j < i:  |k - i| <= i - j, k != j    ->  [j + 1, m)  = prefix[m] - prefix[j + 1]
-    # (m is clipped to [0, N]: it only leaves that range where the sequence ends first)
-    i = torch.arange(n, device=device)[:, None]
-    j = torch.arange(n, device=device)[None, :]
-    mirror = (2 * i - j + 1).clamp(0, n).view(*(1,) * (prefix.dim() - 2), n, n)
-    at_mirror = torch.take_along_dim(prefix, mirror, dim=-1)
-    closer = torch.where(j > i, prefix[..., :n] - at_mirror, at_mirror - prefix[..., 1:])
-
-    weights = (log_p + closer).exp().masked_fill(excluded, 0.0)
-    if normalize:
-        weights = weights / weights.sum(-1, keepdim=True).clamp_min(1e-12)
+    scores = logits if logits.dtype == torch.float64 else logits.float()
+    weights = GeometricAttentionFunction.apply(scores, excluded, normalize)
     return weights.to(logits.dtype)
+
+
+def _mirror_index(n: int, device) -> torch.Tensor:
+    """m[i, c] = 2i + 1 - c: for target i, the column mirrored across i (shifted by one)."""
+    i = torch.arange(n, device=device)[:, None]
+    c = torch.arange(n + 1, device=device)[None, :]
+    return 2 * i + 1 - c
+
+
+class GeometricAttentionFunction(torch.autograd.Function):
+    """Eq. 5.7-5.8 with a hand-written backward pass.
+
+    Forward, per row i: prefix[c] = sum_{k < c} log(1 - P[i, k]) (one cumsum), and S(i, j) is a column range of row
+    i (the excluded target i adds 0), with the mirror column m = 2i - j + 1 clipped to [0, N] (it only leaves that
+    range where the sequence ends first):
+        source to the right, j > i:  |k - i| < j - i          ->  [m, j)      = prefix[j] - prefix[m]
+        source to the left,  j < i:  |k - i| <= i - j, k != j  ->  [j + 1, m)  = prefix[m] - prefix[j + 1]
+    Backward runs the same steps in reverse: the gather at the mirror columns is its own transpose up to the
+    clipping (j = 2i + 1 - m), and the cumsum's transpose is a reversed cumsum. Compared with autograd through the
+    forward, this skips the zero-filled buffers and the scatter, which dominate the time on CPU.
+    """
+
+    @staticmethod
+    def forward(ctx, scores, excluded, normalize):
+        n = scores.shape[-1]
+        mirror = _mirror_index(n, scores.device)[:, :n].clamp(0, n).expand(*scores.shape[:-2], n, n)
+        right = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+
+        log_p = F.logsigmoid(scores)
+        log_not_p = (log_p - scores).masked_fill_(excluded, 0.0)  # log(1 - sigmoid(x)) = log sigmoid(x) - x
+        prefix = F.pad(log_not_p.cumsum(-1), (1, 0))
+        at_mirror = prefix.gather(-1, mirror)
+        closer = torch.where(right, prefix[..., :n] - at_mirror, at_mirror.sub_(prefix[..., 1:]))
+        weights = closer.add_(log_p).exp_().masked_fill_(excluded, 0.0)
+        total = None
+        if normalize:
+            total = weights.sum(-1, keepdim=True)
+            weights = weights / total.clamp_min(_EPS)
+        ctx.save_for_backward(scores, excluded, weights, total)
+        ctx.normalize = normalize
+        return weights
+
+    @staticmethod
+    def backward(ctx, grad_weights):
+        scores, excluded, weights, total = ctx.saved_tensors
+        n = scores.shape[-1]
+        if ctx.normalize:
+            row = (grad_weights * weights).sum(-1, keepdim=True).masked_fill_(total <= _EPS, 0.0)
+            grad_weights = (grad_weights - row) / total.clamp_min(_EPS)
+            weights = weights * total.clamp_min(_EPS)  # back to the unnormalised A
+        grad_exponent = grad_weights * weights  # d exp(z) = exp(z) dz; zero where excluded
+        right = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+        grad_right = grad_exponent.masked_fill(~right, 0.0)  # j > i
+        grad_left = grad_exponent - grad_right  # j < i (the diagonal is excluded)
+
+        # gradient of prefix[c], c = 0..N: direct terms, then the mirror terms gathered back through j = 2i + 1 - c
+        grad_prefix = F.pad(grad_right, (0, 1)) - F.pad(grad_left, (1, 0))
+        mirrored = grad_left - grad_right
+        source = _mirror_index(n, scores.device)  # (N, N + 1)
+        inside = (source >= 0) & (source < n)
+        taken = mirrored.gather(-1, source.clamp(0, n - 1).expand(*scores.shape[:-2], n, n + 1))
+        grad_prefix += taken.masked_fill_(~inside, 0.0)
+        # columns whose mirror was clipped to N (left sources whose mirror lies past the end) all read prefix[N]
+        beyond = source[:, :n] >= n  # 2i + 1 - j >= N
+        grad_prefix[..., n] += mirrored.masked_fill(~beyond, 0.0).sum(-1) - taken[..., n]
+        # prefix[c] = sum_{k < c} log_not_p[k]  ->  grad log_not_p[k] = sum_{c > k} grad_prefix[c]
+        grad_log_not_p = grad_prefix[..., 1:].flip(-1).cumsum(-1).flip(-1).masked_fill_(excluded, 0.0)
+        # log_not_p = log_p - x and log_p = logsigmoid(x), with d logsigmoid(x) / dx = sigmoid(-x)
+        grad_scores = (grad_exponent + grad_log_not_p).mul_(torch.sigmoid(-scores)).sub_(grad_log_not_p)
+        return grad_scores, None, None
+
+
+_EPS = 1e-12  # F.normalize's floor on the L1 norm

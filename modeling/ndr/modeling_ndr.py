@@ -326,6 +326,21 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    def _check_readout_token(self, read_ids: torch.Tensor):
+        """The classifier reads the end token's column (or the begin token's): raise if a row has another token there."""
+        last = self.config.classifier_position == "last"
+        expected = self.config.eos_token_id if last else self.config.bos_token_id
+        if expected is None:
+            return
+        wrong = (read_ids != expected).nonzero()
+        if len(wrong):
+            row = int(wrong[0])
+            raise ValueError(
+                f"Row {row} has token id {int(read_ids[row])} in its {'last real' if last else 'first'} column, where the "
+                f"classifier reads the {'end' if last else 'begin'} token (id {expected}): frame every input with the "
+                f"begin and end tokens (the tokenizer's [CLS] ... [SEP])."
+            )
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -362,6 +377,8 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
             column = torch.full_like(rows, seq_len - 1)
         else:
             column = attention_mask.long().sum(-1) - 1
+        if input_ids is not None:
+            self._check_readout_token(input_ids[rows, column])
         logits = self.classifier(hidden_states[rows, column])
         loss = None
         if labels is not None:
