@@ -1,20 +1,31 @@
 """lengthgen models. Importing this package registers every config and model with the transformers Auto classes."""
 
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+)
 
 from .ibert import IBertConfig, IBertForMaskedLM, IBertForSequenceClassification, IBertModel, IBertPreTrainedModel
 from .ndr import NDRConfig, NDRForSequenceClassification, NDRModel, NDRPreTrainedModel, geometric_attention_weights
+from .recurrence import GPT2WithRecurrence, GPT2WithRecurrenceConfig, RecurrentState
+from .recurrence.flops import flops_per_token
 
 for config_class, model_classes in (
     (IBertConfig, {AutoModel: IBertModel, AutoModelForMaskedLM: IBertForMaskedLM,
                    AutoModelForSequenceClassification: IBertForSequenceClassification}),
     (NDRConfig, {AutoModel: NDRModel, AutoModelForSequenceClassification: NDRForSequenceClassification}),
+    (GPT2WithRecurrenceConfig, {AutoModelForCausalLM: GPT2WithRecurrence}),
 ):
     AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     for auto_class, model_class in model_classes.items():
         auto_class.register(config_class, model_class, exist_ok=True)
 
 __all__ = [
+    "GPT2WithRecurrence",
+    "GPT2WithRecurrenceConfig",
     "IBertConfig",
     "IBertForMaskedLM",
     "IBertForSequenceClassification",
@@ -24,5 +35,7 @@ __all__ = [
     "NDRForSequenceClassification",
     "NDRModel",
     "NDRPreTrainedModel",
+    "RecurrentState",
+    "flops_per_token",
     "geometric_attention_weights",
 ]

@@ -1,0 +1,165 @@
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+
+from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig, flops_per_token
+
+TINY = dict(vocab_size=50, n_positions=16, n_embd=32, n_layer=3, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+
+
+def models(window=8, overlap=3, **fields):
+    """A recurrent model and the plain GPT2LMHeadModel with the same GPT-2 weights."""
+    torch.manual_seed(0)
+    model = GPT2WithRecurrence(GPT2WithRecurrenceConfig(window_size=window, overlap=overlap, insertion_layer=1,
+                                                        **TINY, **fields)).eval()
+    gpt2 = GPT2LMHeadModel(GPT2Config(**TINY)).eval()
+    missing, unexpected = gpt2.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and all(k.startswith("recurrence.") for k in unexpected)
+    return model, gpt2
+
+
+def tokens(length=30, batch=2, seed=1):
+    return torch.randint(0, TINY["vocab_size"], (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def expected_windows(length, window, overlap):
+    """(start, owned_from) of each window by the paper's §4.2 definition: windows t_{1+ns : T+ns} with stride
+    s = T - o; the first predicts all its tokens, later ones the last s."""
+    stride, start, result = window - overlap, 0, []
+    while True:
+        result.append((start, start if start == 0 else start + overlap))
+        if start + window >= length:
+            return result
+        start += stride
+
+
+def test_first_window_is_gpt2():
+    model, gpt2 = models()
+    x = tokens()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).logits[:, :8], gpt2(x[:, :8]).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("window, overlap", [(8, 0), (8, 3), (5, 4), (16, 1)])
+def test_without_recurrence_every_window_is_gpt2_and_every_token_is_predicted_once(window, overlap):
+    model, gpt2 = models(window, overlap, use_recurrence=False)
+    x = tokens(37)
+    with torch.no_grad():
+        logits = model(x).logits
+        assert logits.shape[1] == 37
+        for start, owned in expected_windows(37, window, overlap):
+            end = min(start + window, 37)
+            reference = gpt2(x[:, start:end]).logits[:, owned - start:]
+            torch.testing.assert_close(logits[:, owned:end], reference, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("window, overlap", [(8, 0), (8, 3), (5, 4)])
+def test_loss_counts_every_token_once(window, overlap):
+    model, _ = models(window, overlap)
+    x = tokens(37)
+    with torch.no_grad():
+        out = model(x, labels=x)
+    assert out.num_predicted_tokens == 2 * 36
+    direct = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 50), x[:, 1:].reshape(-1))
+    torch.testing.assert_close(out.loss, direct)
+
+
+@pytest.mark.parametrize("chunks", [[30], [5, 1, 11, 13], [8, 8, 8, 6], [3] * 10])
+def test_streaming_in_chunks_equals_one_call(chunks):
+    model, _ = models()
+    x = tokens()
+    with torch.no_grad():
+        whole = model(x, labels=x)
+        state, logits, loss_sum, count, at = None, [], 0.0, 0, 0
+        for size in chunks:
+            out = model(x[:, at:at + size], labels=x[:, at:at + size], recurrent_state=state)
+            state, at = out.recurrent_state, at + size
+            logits.append(out.logits)
+            loss_sum, count = loss_sum + out.loss * out.num_predicted_tokens, count + out.num_predicted_tokens
+    torch.testing.assert_close(torch.cat(logits, dim=1), whole.logits, rtol=0, atol=1e-5)
+    assert count == whole.num_predicted_tokens
+    torch.testing.assert_close(loss_sum / count, whole.loss)
+
+
+def test_recurrence_carries_earlier_windows_into_later_ones():
+    """Changing only the first window's tokens changes the third window's logits through h_prev, and only then."""
+    x = tokens(24)
+    changed = x.clone()
+    changed[:, :8] = (changed[:, :8] + 1) % TINY["vocab_size"]
+    for use_recurrence in (True, False):
+        model, _ = models(8, 0, use_recurrence=use_recurrence)
+        with torch.no_grad():
+            difference = (model(x).logits[:, 16:] - model(changed).logits[:, 16:]).abs().max().item()
+        assert (difference > 1e-4) == use_recurrence, (use_recurrence, difference)
+
+
+@pytest.mark.parametrize("window, overlap", [(8, 0), (8, 3)])
+def test_window_checkpointing_gives_the_same_loss_and_gradients(window, overlap):
+    model, _ = models(window, overlap)
+    model.train()  # dropout is 0 in TINY, so training mode is deterministic
+    x = tokens(37)
+
+    def loss_and_grads():
+        model.zero_grad()
+        loss = model(x, labels=x).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    plain_loss, plain = loss_and_grads()
+    model.gradient_checkpointing_enable()
+    assert model.gradient_checkpointing and not any(getattr(b, "gradient_checkpointing", False) for b in model.transformer.h)
+    loss, grads = loss_and_grads()
+    torch.testing.assert_close(loss, plain_loss)
+    assert grads.keys() == plain.keys() and any(n.startswith("recurrence.ffn") for n in grads)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-7)
+
+
+def test_flops_per_token_reproduces_tables_1_and_2():
+    table = {0: 1.75e8, 5: 1.78e8, 10: 1.81e8, 30: 1.94e8, 50: 2.10e8, 75: 2.33e8, 100: 2.62e8, 150: 3.50e8,
+             200: 5.25e8}
+    for overlap, paper in table.items():
+        assert abs(flops_per_token(GPT2Config(), 300, overlap) / paper - 1) <= 0.03, overlap
+
+
+def test_from_pretrained_gpt2_keeps_the_weights_and_auto_classes(tmp_path):
+    _, gpt2 = models()
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    model = GPT2WithRecurrence.from_pretrained_gpt2(str(tmp_path / "gpt2"), window_size=8, overlap=2).eval()
+    assert model.config.window_size == 8 and model.config.n_embd == 32
+    x = tokens()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).logits[:, :8], gpt2(x[:, :8]).logits, rtol=0, atol=1e-5)
+    model.save_pretrained(tmp_path / "recurrent")
+    assert AutoConfig.from_pretrained(tmp_path / "recurrent").model_type == "gpt2_recurrent"
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "recurrent").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(x).logits, model(x).logits)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(window_size=8, overlap=8), "overlap"),
+        (dict(window_size=17), "n_positions"),
+        (dict(window_size=8, insertion_layer=3), "insertion_layer"),
+    ],
+)
+def test_bad_config_raises_value_error(fields, message):
+    with pytest.raises(ValueError, match=message):
+        GPT2WithRecurrenceConfig(**{**TINY, **fields})
+
+
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        (torch.tensor([[1, 50]]), "outside the vocabulary"),
+        (torch.zeros(1, 0, dtype=torch.long), "Empty"),
+        (torch.zeros(3, dtype=torch.long), "shape"),
+    ],
+)
+def test_bad_input_raises_value_error(ids, message):
+    model, _ = models()
+    with pytest.raises(ValueError, match=message):
+        model(ids)
