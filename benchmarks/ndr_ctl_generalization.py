@@ -7,8 +7,8 @@ steps, 30K iterations of 512 on a GPU) reports test accuracy 1.00 for the NDR an
 the models and the budget are scaled down (defaults below; the training set is the thesis's); the models run `--eval-num-steps`
 steps at evaluation so that 10 applications fit.
 
-    python benchmarks/ndr_ctl_generalization.py --output docs/ndr_ctl_backward_cpu.json   # ~25 min per model, 1 core
-    python benchmarks/ndr_ctl_generalization.py --models ndr --steps 10000 --eval-every 1000  # a longer NDR run
+    python benchmarks/ndr_ctl_generalization.py --output docs/ndr_ctl_backward_cpu.json   # ~40 min
+    python benchmarks/ndr_ctl_generalization.py --models ndr --threads 1   # one model per process, one core each
 """
 
 import argparse
@@ -37,10 +37,10 @@ def parse_args(argv=None):
     parser.add_argument("--hidden-size", type=int, default=64, help="thesis: 256 (NDR), 128 (transformer)")
     parser.add_argument("--num-layers", type=int, default=8, help="steps in training; thesis: 14 (NDR), 11")
     parser.add_argument("--eval-num-steps", type=int, default=14, help="steps at evaluation")
-    parser.add_argument("--steps", type=int, default=2_500, help="optimizer steps; thesis: 30K")
+    parser.add_argument("--steps", type=int, default=8_000, help="optimizer steps; thesis: 30K")
     parser.add_argument("--batch-size", type=int, default=256, help="thesis: 512")
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="thesis: 1.5e-4")
-    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--eval-every", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--output", default=None, help="JSON file for the results")

@@ -176,9 +176,10 @@ class GPT2WithRecurrence(GPT2PreTrainedModel):
             layer_states.append(hidden)
         return self.transformer.ln_f(hidden), layer_states
 
-    def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool):
-        """One window: logits of the tokens it owns (window-local positions >= owned_from), the summed loss of
-        `targets` (the labels those logits predict, possibly fewer), and h_prev for the next window."""
+    def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool, all_logits: bool = True):
+        """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
+        `all_logits`), the summed loss of `targets` (the labels those logits predict, possibly fewer), and h_prev for
+        the next window."""
         hidden, layer_states = self.run_window(window_ids, h_prev)
         logits = self.lm_head(hidden[:, owned_from:])
         loss_sum = None
@@ -188,7 +189,7 @@ class GPT2WithRecurrence(GPT2PreTrainedModel):
                                        ignore_index=-100, reduction="sum")
         stride = self.config.window_size - self.config.overlap
         next_h_prev = self.recurrence([s[:, :stride] for s in layer_states]) if summarize else None
-        return logits, loss_sum, next_h_prev
+        return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
 
     def forward(
         self,
@@ -240,13 +241,13 @@ class GPT2WithRecurrence(GPT2PreTrainedModel):
             summarize = end - start == window and self.config.use_recurrence
             targets = shifted[:, start + owned_from:end] if labels is not None else None
             if owned_from < end - start or summarize:
-                step = (self.window_step, tokens[:, start:end], h_prev, owned_from, targets, summarize)
-                if checkpointing:
-                    logits, window_loss, next_h_prev = self._gradient_checkpointing_func(*step)
+                step = (tokens[:, start:end], h_prev, owned_from, targets, summarize, not checkpointing)
+                if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
+                    logits, window_loss, next_h_prev = self._gradient_checkpointing_func(self.window_step, *step)
                 else:
-                    logits, window_loss, next_h_prev = step[0](*step[1:])
+                    logits, window_loss, next_h_prev = self.window_step(*step)
                 if owned_from < end - start:
-                    pieces.append(logits[:, -1:] if checkpointing else logits)
+                    pieces.append(logits)
                     if window_loss is not None:
                         loss_sum = loss_sum + window_loss
             if end - start < window:  # an unfinished window: the next call extends it
