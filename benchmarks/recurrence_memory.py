@@ -133,7 +133,8 @@ def main(argv=None) -> dict:
         cells = []
         for c in (0, 1):
             peak = results.get(f"{windows},{c}")
-            cells += ["-", "-"] if peak is None else [f"{peak / 2**20:.1f}", f"{peak / results[f'{first},{c}']:.2f}x"]
+            base = results.get(f"{first},{c}") or None  # a tiny model may not raise the peak RSS at all
+            cells += ["-", "-"] if peak is None else [f"{peak / 2**20:.1f}", f"{peak / base:.2f}x" if base else "-"]
         print(f"{windows:>8} {cells[0]:>21} {cells[1]:>6} {cells[2]:>18} {cells[3]:>6}")
     speed = throughput(args)
     print(f"training tokens/s, {args.throughput_windows} windows of {args.window_size}: "
