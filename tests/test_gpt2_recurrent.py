@@ -116,6 +116,21 @@ def test_window_checkpointing_gives_the_same_loss_and_gradients(window, overlap)
         torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-7)
 
 
+def test_generate_continues_across_windows():
+    """Greedy `generate` (one token per step with the recurrent state) equals re-reading the whole sequence each
+    step, far past the first window; inside the first window it equals GPT-2's own greedy generation."""
+    model, gpt2 = models(8, 3)
+    x = tokens(6)
+    generated = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0)
+    expected = x
+    with torch.no_grad():
+        for _ in range(20):
+            expected = torch.cat([expected, model(expected).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(generated, expected)
+    short = model.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert torch.equal(short, gpt2.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0))
+
+
 def test_flops_per_token_reproduces_tables_1_and_2():
     table = {0: 1.75e8, 5: 1.78e8, 10: 1.81e8, 30: 1.94e8, 50: 2.10e8, 75: 2.33e8, 100: 2.62e8, 150: 3.50e8,
              200: 5.25e8}

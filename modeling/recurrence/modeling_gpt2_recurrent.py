@@ -21,7 +21,7 @@ import torch
 import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
-from transformers import GPT2Model, GPT2PreTrainedModel
+from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
@@ -84,7 +84,7 @@ class RecurrenceModule(nn.Module):
         return self.ffn(self.pool(layer_states))
 
 
-class GPT2WithRecurrence(GPT2PreTrainedModel):
+class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
     """GPT-2 language model reading any number of tokens in windows, with h_prev carried between windows."""
 
     config_class = GPT2WithRecurrenceConfig
@@ -175,6 +175,17 @@ class GPT2WithRecurrence(GPT2PreTrainedModel):
                 hidden = hidden[:, 1:]
             layer_states.append(hidden)
         return self.transformer.ln_f(hidden), layer_states
+
+    def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, **kwargs):
+        """`generate` feeds the whole prompt once, then one new token per step with the recurrent state, which holds
+        the unfinished window (so each step costs at most one window, and generation runs across windows)."""
+        if recurrent_state is not None:
+            input_ids = input_ids[:, -1:]
+        return {"input_ids": input_ids, "recurrent_state": recurrent_state}
+
+    def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
+        model_kwargs["recurrent_state"] = outputs.recurrent_state
+        return model_kwargs
 
     def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool, all_logits: bool = True):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
