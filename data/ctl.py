@@ -13,7 +13,6 @@ import random
 import string
 from dataclasses import dataclass
 
-
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
 
@@ -133,7 +132,6 @@ class CTLConfig(LengthSplitConfig):
     num_symbols: int = 8
     num_functions: int = 9
     seed: int = 0
-
 
 
 class CTL(LengthSplitBuilder):

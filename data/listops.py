@@ -147,7 +147,6 @@ class ListOpsConfig(LengthSplitConfig):
     seed: int = 0
 
 
-
 class ListOps(LengthSplitBuilder):
     """ListOps (SM, MIN, MAX, MED) balanced by dependency depth (NDR thesis §5.2.3)."""
 

@@ -28,7 +28,6 @@ class NSPConfig(LengthSplitConfig):
     seed: int = 0
 
 
-
 class NSPInductive(LengthSplitBuilder):
     """Number sequence prediction (add, copy, reverse) split by digit count, from the I-BERT paper (§5.1)."""
 

@@ -24,7 +24,6 @@ class PTBConfig(LengthSplitConfig):
     seed: int = 0
 
 
-
 class PTBInductive(LengthSplitBuilder):
     """Penn Treebank masked language modelling split by sentence length, from the I-BERT paper (§5.2)."""
 

@@ -116,7 +116,6 @@ class ArithmeticConfig(LengthSplitConfig):
     seed: int = 0
 
 
-
 class SimpleArithmetic(LengthSplitBuilder):
     """Nested modulo-10 + and * split by depth (NDR thesis §5.2.2)."""
 

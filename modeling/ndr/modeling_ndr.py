@@ -152,6 +152,7 @@ class NDRAttention(nn.Module):
         context = context.transpose(1, 2).reshape(hidden_states.shape)
         return self.output(context), (weights if output_attentions else None)
 
+
 class NDRLayer(GradientCheckpointingLayer):
     """The shared layer: Eq. 5.1-5.4 with the copy gate, or a post-LayerNorm transformer layer without it."""
 
