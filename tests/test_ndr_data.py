@@ -4,8 +4,15 @@ import pytest
 
 from lengthgen.data.ctl import CTL, generate_ctl_splits
 from lengthgen.data.export import fingerprint
-from lengthgen.data.listops import generate_listops_splits
+from lengthgen.data.listops import Node, apply_operation, generate_listops_splits
 from lengthgen.data.simple_arithmetic import generate_arithmetic_splits
+
+
+# pinned so that a change to the generators (or their random streams) shows up as a changed dataset
+DEFAULT_FINGERPRINTS = {
+    "ctl forward": "f7fab9cfc3879b18b4d51123bf01872829e34f3d4459b54ebccaa574e5988441",
+    "simple_arithmetic": "752f6954de46e9e34227ecbb4d9f606a2b321b54d158c270ee49f36b840fd65b",
+}
 
 
 @pytest.fixture(scope="module")
@@ -14,6 +21,7 @@ def ctl_forward():
 
 
 def test_ctl_sizes_and_depths(ctl_forward):
+    assert fingerprint(ctl_forward) == DEFAULT_FINGERPRINTS["ctl forward"]
     sizes = {name: len(rows) for name, rows in ctl_forward.items()}
     assert sizes == {"train": 53_704, "validation_iid": 1_000, "validation": 1_000, "test": 1_000}
     depths = {name: collections.Counter(r["difficulty"] for r in rows) for name, rows in ctl_forward.items()}
@@ -68,6 +76,7 @@ def test_ctl_is_deterministic_and_builder_works(tmp_path):
 
 def test_simple_arithmetic_defaults():
     splits = generate_arithmetic_splits()
+    assert fingerprint(splits) == DEFAULT_FINGERPRINTS["simple_arithmetic"]
     assert {k: len(v) for k, v in splits.items()} == {"train": 100_000, "validation": 1_000, "test": 1_000}
     depths = {k: collections.Counter(r["difficulty"] for r in v) for k, v in splits.items()}
     assert set(depths["train"]) == {1, 2, 3, 4, 5} and set(depths["validation"]) == {6}
@@ -120,6 +129,24 @@ def parse_listops(tokens):
 
 def test_listops_hand_worked_example_from_the_thesis():
     assert parse_listops("[MED 4 8 5 [MAX 8 4 9 ] ]".split())[0] == 6
+
+
+def test_listops_generator_operations_on_hand_worked_trees():
+    """The generator's own operations: value, nesting depth and dependency depth (D.3.2) worked out by hand."""
+    def digits(*values):
+        return [Node(tokens=[str(v)], value=v, depth=0, dependency_depth=0) for v in values]
+
+    # [MED 4 8 5 [MAX 8 4 9 ] ]: MAX = 9; the median of 4 5 8 9 is floor((5 + 8) / 2) = 6, read off two digits,
+    # so the MAX branch is pruned: dependency depth 1, nesting depth 2
+    tree = apply_operation("MED", digits(4, 8, 5) + [apply_operation("MAX", digits(8, 4, 9))])
+    assert (tree.value, tree.depth, tree.dependency_depth) == (6, 2, 1)
+    assert tree.tokens == "[MED 4 8 5 [MAX 8 4 9 ] ]".split()
+    # [MAX 1 [MIN 9 [SM 1 2 ] ] ]: SM = 3, MIN picks it, MAX picks the MIN: every level is needed
+    tree = apply_operation("MAX", digits(1) + [apply_operation("MIN", digits(9) + [apply_operation("SM", digits(1, 2))])])
+    assert (tree.value, tree.depth, tree.dependency_depth) == (3, 3, 3)
+    # [MAX 9 [MIN 1 [SM 1 2 ] ] ]: MIN picks the digit 1 and MAX the digit 9: dependency depth 1
+    tree = apply_operation("MAX", digits(9) + [apply_operation("MIN", digits(1) + [apply_operation("SM", digits(1, 2))])])
+    assert (tree.value, tree.depth, tree.dependency_depth) == (9, 3, 1)
 
 
 def test_listops_splits():
