@@ -82,6 +82,24 @@ def test_streaming_in_chunks_equals_one_call(chunks):
     torch.testing.assert_close(loss_sum / count, whole.loss)
 
 
+@pytest.mark.parametrize("window, overlap", [(8, 0), (8, 3)])
+def test_right_padded_batch_equals_each_document_alone(window, overlap):
+    """Documents of 30 and 13 tokens in one right-padded batch: the short one's logits and summed loss are those of
+    the document alone, the padding's labels are ignored even where labels hold real ids."""
+    model, _ = models(window, overlap)
+    x = tokens(30)
+    mask = torch.ones_like(x)
+    mask[1, 13:] = 0
+    with torch.no_grad():
+        batch = model(x, attention_mask=mask, labels=x)
+        alone = [model(x[:1], labels=x[:1]), model(x[1:, :13], labels=x[1:, :13])]
+    torch.testing.assert_close(batch.logits[1:, :13], alone[1].logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(batch.logits[:1], alone[0].logits, rtol=0, atol=1e-5)
+    assert batch.num_predicted_tokens == 29 + 12
+    summed = sum(out.loss * out.num_predicted_tokens for out in alone)
+    torch.testing.assert_close(batch.loss * batch.num_predicted_tokens, summed)
+
+
 def test_recurrence_carries_earlier_windows_into_later_ones():
     """Changing only the first window's tokens changes the third window's logits through h_prev, and only then."""
     x = tokens(24)
@@ -178,3 +196,15 @@ def test_bad_input_raises_value_error(ids, message):
     model, _ = models()
     with pytest.raises(ValueError, match=message):
         model(ids)
+
+
+def test_left_padding_and_a_state_from_another_batch_raise_value_error():
+    model, _ = models()
+    x = tokens(12)
+    with pytest.raises(ValueError, match="pad documents on the right"):
+        model(x, attention_mask=torch.tensor([[0] * 2 + [1] * 10, [1] * 12]))
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        model(x, attention_mask=torch.ones(2, 11, dtype=torch.long))
+    state = model(x).recurrent_state
+    with pytest.raises(ValueError, match="recurrent_state holds 2 sequences"):
+        model(x[:1], recurrent_state=state)

@@ -205,6 +205,7 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
         recurrent_state: RecurrentState | None = None,
         return_dict: bool | None = None,
@@ -212,6 +213,9 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
     ) -> RecurrentCausalLMOutput | tuple:
         r"""
         input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): any length; read in windows.
+        attention_mask (`torch.LongTensor` of the same shape, *optional*): 1 for tokens, 0 for padding, which must be on
+            the right (documents of different lengths in one batch). Padding never reaches a real token: attention is
+            causal and a window that holds padding is followed only by padding. Its labels are ignored.
         labels (`torch.LongTensor`, *optional*): usually `input_ids`; label t is predicted from position t - 1 (the
             shift is done here), -100 is ignored. With a `recurrent_state`, label 0 is predicted from the previous
             call's last logits, so chunked calls count every token once, like one call.
@@ -225,6 +229,16 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
         self._check_inputs(input_ids, recurrent_state)
         if labels is not None and tuple(labels.shape) != tuple(input_ids.shape):
             raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(input_ids.shape)}")
+        if attention_mask is not None:
+            if tuple(attention_mask.shape) != tuple(input_ids.shape):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}"
+                )
+            mask = attention_mask.bool()
+            if (mask[:, 1:] & ~mask[:, :-1]).any():
+                raise ValueError("attention_mask must be 1s then 0s in every row: pad documents on the right.")
+            if labels is not None:
+                labels = labels.masked_fill(~mask, -100)
         state = recurrent_state or RecurrentState()
         window, overlap = self.config.window_size, self.config.overlap
         stride = window - overlap
