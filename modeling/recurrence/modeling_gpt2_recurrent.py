@@ -89,6 +89,7 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
 
     config_class = GPT2WithRecurrenceConfig
     _tied_weights_keys = {"lm_head.weight": "transformer.wte.weight"}
+    accepts_loss_kwargs = False  # `loss` is the mean over this call's tokens; Trainer scales it for accumulation
 
     def __init__(self, config: GPT2WithRecurrenceConfig):
         super().__init__(config)

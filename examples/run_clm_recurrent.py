@@ -1,0 +1,356 @@
+#!/usr/bin/env python
+"""Fine-tune GPT-2 with window-level recurrence (or the plain GPT-2 baseline) on long documents, and evaluate
+perplexity per word and per token at the window and overlap the model is used with (Hutchins et al. §4-5).
+
+    # WikiText-103, recurrent model, windows of 300 tokens, no overlap (Table 1)
+    python examples/run_clm_recurrent.py --model_name_or_path gpt2 --corpus wikitext103 \
+        --dataset_name Salesforce/wikitext --dataset_config_name wikitext-103-raw-v1 \
+        --window_size 300 --overlap 0 --learning_rate 1e-4 --gradient_checkpointing \
+        --output_dir outputs/gpt2-recurrent-wikitext103 --do_train --do_eval --do_predict
+    # the baseline: same script, same data, same windows
+    python examples/run_clm_recurrent.py ... --use_recurrence False --eval_overlaps 0 5 10 30 50 75 100 150 200
+    # PG-19 (Table 2) from a parquet mirror, first 1,250 books, first 15,000 tokens of each validation book
+    python examples/run_clm_recurrent.py --model_name_or_path gpt2 --corpus pg19 --dataset_name emozilla/pg19 \
+        --max_train_books 1250 --max_eval_tokens 15000 ...
+    accelerate launch examples/run_clm_recurrent.py ...        # same arguments, any number of processes
+
+Local files instead of a Hub dataset: `--train_file/--validation_file/--test_file`, each a PG-19 folder of `<id>.txt`
+books, a WikiText `wiki.*.raw` file, or parquet / JSON lines / CSV with a `text` column (lengthgen.data.long_documents).
+
+Training (§5): every document is cut into runs of `--windows_per_example` windows (20 of 300 tokens) that the model
+reads with backpropagation through time (`--gradient_checkpointing` keeps only each window's bottleneck); Adam (AdamW
+with weight decay 0) with the learning rate warmed up linearly from 0 over 100 steps, then constant; 2 epochs;
+evaluation every `--eval_every_tokens` training tokens (paper: 2 million), keeping the best checkpoint by validation
+loss with `--load_best_model_at_end`. The paper chose learning rates per model on WikiText-103 and does not give them.
+
+Evaluation reads each whole document window by window, as the model is used: a batch of documents is fed in chunks
+of `--eval_chunk_windows` windows with the recurrent state, so memory is bounded for book-length documents. Metrics:
+`loss` (per token, nats), `perplexity` (per token), `perplexity_per_word` (the paper's: the same total negative
+log-likelihood over the number of words), `flops_per_token` (Tables 1-2). `--eval_overlaps` evaluates at several
+overlaps after training; the recurrent model is meant to be evaluated at the overlap it was trained with (§4.2).
+"""
+
+import itertools
+import json
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+import transformers
+from huggingface_hub import HfApi
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
+
+from lengthgen.data.long_documents import CORPORA, document_runs, load_documents, tokenize_documents
+from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig, flops_per_token
+
+logger = logging.getLogger(__name__)
+RECURRENCE_FIELDS = ("window_size", "overlap", "insertion_layer", "recurrence_hidden_size",
+                     "recurrence_num_hidden_layers", "use_recurrence")
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "A GPT-2 checkpoint (e.g. gpt2: its weights are kept and the recurrence module is added) or "
+                          "a gpt2_recurrent checkpoint to continue."},
+    )
+    config_name: str | None = field(default=None, metadata={"help": "A GPT-2 config to train from scratch."})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Override config fields when training from scratch: 'n_layer=2,n_embd=64'."}
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer (default: model_name_or_path)."})
+    use_recurrence: bool = field(
+        default=True, metadata={"help": "False: the plain GPT-2 baseline on the same windows (disjoint/overlapped)."}
+    )
+    window_size: int | None = field(default=None, metadata={"help": "Window size T (default 300 or the checkpoint's)."})
+    overlap: int | None = field(default=None, metadata={"help": "Overlap o in training (default 0 or the checkpoint's)."})
+    insertion_layer: int | None = field(default=None, metadata={"help": "l_ins (default 2)."})
+    recurrence_hidden_size: int | None = field(default=None, metadata={"help": "Width of the h_prev FFN (200)."})
+    recurrence_num_hidden_layers: int | None = field(default=None, metadata={"help": "Hidden layers of it (3)."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+
+
+@dataclass
+class DataArguments:
+    corpus: str = field(metadata={"help": f"One of {CORPORA}: how rows or files become documents."})
+    dataset_name: str | None = field(default=None, metadata={"help": "Hub dataset (or a local folder like one)."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its config."})
+    train_file: str | None = field(default=None, metadata={"help": "Local training documents."})
+    validation_file: str | None = field(default=None, metadata={"help": "Local validation documents."})
+    test_file: str | None = field(default=None, metadata={"help": "Local test documents."})
+    streaming: bool = field(default=False, metadata={"help": "Stream the corpus (PG-19); training then needs max_steps."})
+    max_train_books: int | None = field(default=None, metadata={"help": "First N training books by file name (1250)."})
+    max_eval_tokens: int | None = field(
+        default=None, metadata={"help": "First N tokens of each validation document (PG-19 early stopping: 15000)."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training documents."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N documents per eval split."})
+    windows_per_example: int = field(default=20, metadata={"help": "K: windows per training example (BPTT length)."})
+    eval_every_tokens: int | None = field(
+        default=None, metadata={"help": "Evaluate (and save) every N training tokens (paper: 2000000)."}
+    )
+    eval_overlaps: list[int] = field(
+        default_factory=list, metadata={"help": "Overlaps to evaluate at after training (default: the training one)."}
+    )
+    eval_chunk_windows: int = field(default=4, metadata={"help": "Windows per forward call when evaluating."})
+
+
+@dataclass
+class RecurrentLMTrainingArguments(TrainingArguments):
+    """TrainingArguments with §5's recipe as defaults: 2 epochs, linear warm-up over 100 steps to a constant rate."""
+
+    num_train_epochs: float = field(default=2.0, metadata={"help": "Epochs (paper: 2)."})
+    warmup_steps: float = field(default=100, metadata={"help": "Linear warm-up steps from 0 (paper: 100)."})
+    lr_scheduler_type: str = field(default="constant_with_warmup", metadata={"help": "Paper: constant after warm-up."})
+
+
+@torch.no_grad()
+def document_nll(model, documents, batch_size: int, chunk_tokens: int, shard: tuple[int, int] = (0, 1)):
+    """Summed next-token negative log-likelihood, predicted tokens and words of whole documents, each read from start
+    to end window by window with the recurrent state carried between calls of `chunk_tokens` tokens.
+
+    `documents` has `input_ids` (bos first) and `num_words`; `shard` = (index, count) takes every count-th document."""
+    device = next(model.parameters()).device
+    pad = model.config.eos_token_id if model.config.eos_token_id is not None else 0
+    rows = itertools.islice(iter(documents), shard[0], None, shard[1])
+    nll, tokens, words = 0.0, 0, 0
+    while batch := list(itertools.islice(rows, batch_size)):
+        longest = max(len(row["input_ids"]) for row in batch)
+        ids = torch.full((len(batch), longest), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, row in enumerate(batch):
+            ids[i, : len(row["input_ids"])] = torch.tensor(row["input_ids"])
+            mask[i, : len(row["input_ids"])] = 1
+        ids, mask, state = ids.to(device), mask.to(device), None
+        for start in range(0, longest, chunk_tokens):
+            piece = slice(start, start + chunk_tokens)
+            out = model(ids[:, piece], attention_mask=mask[:, piece], labels=ids[:, piece], recurrent_state=state)
+            state = out.recurrent_state
+            nll += out.loss.item() * out.num_predicted_tokens
+            tokens += out.num_predicted_tokens
+        words += sum(row["num_words"] for row in batch)
+    return nll, tokens, words
+
+
+class DocumentPerplexityTrainer(Trainer):
+    """Trainer whose evaluation reads whole documents window by window (`document_nll`) instead of batching
+    training-style examples, and reports per-token and per-word perplexity and FLOPs/token."""
+
+    def __init__(self, *args, eval_chunk_windows: int = 4, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.eval_chunk_windows = eval_chunk_windows
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+        documents = self.eval_dataset if eval_dataset is None else eval_dataset
+        if documents is None:
+            raise ValueError("No evaluation documents: pass --validation_file or a dataset with a validation split.")
+        if isinstance(documents, dict):
+            return {k: v for name, d in documents.items()
+                    for k, v in self.evaluate(d, ignore_keys, f"{metric_key_prefix}_{name}").items()}
+        model = self.accelerator.unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        start_time = time.time()
+        config = model.config
+        chunk = config.window_size + (self.eval_chunk_windows - 1) * (config.window_size - config.overlap)
+        if "num_tokens" in (getattr(documents, "column_names", None) or []):  # longest first: less padding per batch
+            documents = documents.sort("num_tokens", reverse=True)
+        shard = (self.args.process_index, self.args.world_size)
+        nll, tokens, words = document_nll(model, documents, self.args.eval_batch_size, chunk, shard)
+        totals = torch.tensor([nll, tokens, words], dtype=torch.float64, device=self.args.device)
+        if self.args.world_size > 1:
+            totals = self.accelerator.reduce(totals, reduction="sum")
+        nll, tokens, words = totals.tolist()
+        if tokens == 0:
+            raise ValueError("The evaluation documents hold no token to predict.")
+        model.train(was_training)
+        prefix = metric_key_prefix
+        metrics = {
+            f"{prefix}_loss": nll / tokens,
+            f"{prefix}_perplexity": math.exp(nll / tokens),
+            f"{prefix}_perplexity_per_word": math.exp(nll / words) if words else float("nan"),
+            f"{prefix}_tokens": int(tokens),
+            f"{prefix}_words": int(words),
+            f"{prefix}_overlap": config.overlap,
+            f"{prefix}_flops_per_token": flops_per_token(config, config.window_size, config.overlap),
+            f"{prefix}_runtime": round(time.time() - start_time, 4),
+        }
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+
+def load_model(model_args: ModelArguments, tokenizer) -> GPT2WithRecurrence:
+    """GPT-2 weights with the recurrence module added, a gpt2_recurrent checkpoint, or a new model from a config."""
+    fields = {name: getattr(model_args, name) for name in RECURRENCE_FIELDS if getattr(model_args, name) is not None}
+    if model_args.model_name_or_path:
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
+        if config.model_type == "gpt2":
+            return GPT2WithRecurrence.from_pretrained_gpt2(model_args.model_name_or_path, **fields)
+        if config.model_type != "gpt2_recurrent":
+            raise ValueError(f"{model_args.model_name_or_path} is a {config.model_type!r} model, not GPT-2")
+        return AutoModelForCausalLM.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code, **fields
+        )
+    if not model_args.config_name:
+        raise ValueError("Pass --model_name_or_path (fine-tune GPT-2) or --config_name (train from scratch).")
+    base = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+    if model_args.config_overrides:
+        base.update_from_string(model_args.config_overrides)
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    config = GPT2WithRecurrenceConfig(**{**base.to_dict(), **fields, "vocab_size": len(tokenizer),
+                                         "bos_token_id": bos, "eos_token_id": tokenizer.eos_token_id})
+    return GPT2WithRecurrence(config)
+
+
+def main(argv=None):
+    parser = HfArgumentParser((ModelArguments, DataArguments, RecurrentLMTrainingArguments))
+    if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
+    else:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
+        training_args.report_to = ["tensorboard"]
+    if training_args.ddp_find_unused_parameters is None:  # the recurrence module is idle in one-window examples
+        training_args.ddp_find_unused_parameters = True
+
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    if not training_args.should_log:
+        transformers.utils.logging.set_verbosity_warning()
+    set_seed(training_args.seed)
+
+    last_checkpoint = None
+    if training_args.do_train and os.path.isdir(training_args.output_dir):
+        last_checkpoint = get_last_checkpoint(training_args.output_dir)
+
+    tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
+    tokenizer.model_max_length = int(1e30)  # documents are read in windows, never truncated to the model's positions
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = load_model(model_args, tokenizer)
+    window, overlap = model.config.window_size, model.config.overlap
+    logger.info("window %d, overlap %d, recurrence %s", window, overlap, model.config.use_recurrence)
+
+    data_files = {split: path for split, path in (("train", data_args.train_file),
+                  ("validation", data_args.validation_file), ("test", data_args.test_file)) if path}
+    with training_args.main_process_first(desc="loading documents"):
+        documents = load_documents(data_args.corpus, data_args.dataset_name, data_args.dataset_config_name,
+                                   data_files, data_args.streaming, data_args.max_train_books)
+    for split, wanted in (("train", training_args.do_train), ("validation", training_args.do_eval),
+                          ("test", training_args.do_predict)):
+        if wanted and split not in documents:
+            raise ValueError(f"No {split!r} split: the corpus has {sorted(documents)}.")
+
+    def prepare(split, limit, max_tokens=None):
+        dataset = documents[split]
+        if limit is not None:
+            dataset = dataset.take(limit)
+        columns = list(dataset.column_names or ["text", "name"])
+        dataset = dataset.map(tokenize_documents, batched=True, remove_columns=columns,
+                              fn_kwargs={"tokenizer": tokenizer, "max_tokens": max_tokens})
+        return dataset.filter(lambda row: row["num_tokens"] > 0)
+
+    with training_args.main_process_first(desc="tokenization"):
+        train_dataset = None
+        if training_args.do_train:
+            train_dataset = prepare("train", data_args.max_train_samples).map(
+                document_runs, batched=True, remove_columns=["input_ids", "num_words", "num_tokens"],
+                fn_kwargs={"window": window, "overlap": overlap, "windows_per_example": data_args.windows_per_example},
+            )
+        validation = prepare("validation", data_args.max_eval_samples, data_args.max_eval_tokens) \
+            if "validation" in documents else None
+        test = prepare("test", data_args.max_eval_samples) if training_args.do_predict else None
+
+    if data_args.eval_every_tokens:
+        tokens_per_step = (training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps
+                           * training_args.world_size * data_args.windows_per_example * (window - overlap))
+        training_args.eval_strategy = IntervalStrategy.STEPS
+        training_args.eval_steps = max(1, round(data_args.eval_every_tokens / tokens_per_step))
+        if training_args.save_strategy == IntervalStrategy.STEPS:
+            training_args.save_steps = training_args.eval_steps
+
+    trainer = DocumentPerplexityTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=validation,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100),
+        eval_chunk_windows=data_args.eval_chunk_windows,
+    )
+
+    all_metrics = {}
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
+        trainer.save_model()
+        trainer.log_metrics("train", result.metrics)
+        trainer.save_metrics("train", result.metrics)
+        trainer.save_state()
+        all_metrics.update({f"train_{k}": v for k, v in result.metrics.items()})
+
+    evaluations = [("eval", validation)] * training_args.do_eval + [("test", test)] * training_args.do_predict
+    for overlap_at_eval in data_args.eval_overlaps or [overlap]:
+        if not 0 <= overlap_at_eval < window:
+            raise ValueError(f"Evaluation overlap {overlap_at_eval} must be in [0, window {window}).")
+        if model.config.use_recurrence and overlap_at_eval != overlap:
+            logger.warning("Evaluating a recurrent model trained with overlap %d at overlap %d (§4.2: use the "
+                           "training overlap; h_prev then pools the positions the next window does not repeat).",
+                           overlap, overlap_at_eval)
+        model.config.overlap = overlap_at_eval
+        for split, dataset in evaluations:
+            metrics = trainer.evaluate(dataset, metric_key_prefix=f"{split}_overlap{overlap_at_eval}")
+            trainer.log_metrics(f"{split}_overlap{overlap_at_eval}", metrics)
+            all_metrics.update(metrics)
+    model.config.overlap = overlap
+
+    if training_args.should_save:
+        os.makedirs(training_args.output_dir, exist_ok=True)
+        with open(os.path.join(training_args.output_dir, "all_results.json"), "w") as f:
+            json.dump(all_metrics, f, indent=2)
+        trainer.create_model_card(
+            finetuned_from=model_args.model_name_or_path,
+            tasks="text-generation",
+            dataset=data_args.dataset_name or data_args.corpus,
+            tags=["lengthgen", "window-level-recurrence", model.config.model_type],
+        )
+        rows = [(split, o, all_metrics[f"{split}_overlap{o}_perplexity_per_word"],
+                 all_metrics[f"{split}_overlap{o}_perplexity"], all_metrics[f"{split}_overlap{o}_flops_per_token"])
+                for o in data_args.eval_overlaps or [overlap] for split, _ in evaluations]
+        with open(os.path.join(training_args.output_dir, "README.md"), "a") as f:
+            f.write(
+                "\n## lengthgen\n\nGPT-2 with window-level recurrence (`gpt2_recurrent`, recurrence "
+                f"{'on' if model.config.use_recurrence else 'off'}, window {window}, trained with overlap {overlap}): "
+                "Hutchins et al., *Adding Recurrence to Pretrained Transformers*.\n"
+            )
+            if rows:
+                f.write("\n| split | overlap | perplexity per word | perplexity per token | FLOPs/token |\n"
+                        "| --- | --- | --- | --- | --- |\n")
+                f.writelines(f"| {s} | {o} | {w:.2f} | {t:.2f} | {fl:.3g} |\n" for s, o, w, t, fl in rows)
+        if training_args.push_to_hub:
+            HfApi().upload_folder(
+                repo_id=trainer.hub_model_id,
+                folder_path=training_args.output_dir,
+                commit_message="lengthgen run_clm_recurrent.py: end of training",
+                ignore_patterns=["_*", "checkpoint-*"],
+            )
+    return all_metrics
+
+
+if __name__ == "__main__":
+    main()

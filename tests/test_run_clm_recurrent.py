@@ -1,0 +1,195 @@
+"""Long-document corpora (lengthgen.data.long_documents) and examples/run_clm_recurrent.py on small local files in
+PG-19's and WikiText-103's formats."""
+
+import json
+import math
+import random
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config
+
+from lengthgen.data.long_documents import (
+    document_runs,
+    first_books,
+    load_documents,
+    tokenize_documents,
+    wikitext_documents,
+)
+from lengthgen.data.tokenization import word_tokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import run_clm_recurrent  # noqa: E402
+
+WORDS = "the a of king queen river town said went came , . ; and was were old new".split()
+
+
+def text(rng, words):
+    return " ".join(rng.choice(WORDS) for _ in range(words)) + "\n"
+
+
+def write_pg19(root: Path):
+    """PG-19's own layout (a folder of <id>.txt books per split) and a parquet mirror in the Hub layout."""
+    rng = random.Random(0)
+    books = {}
+    for split, names in (("train", ["30", "10", "200"]), ("validation", ["7"]), ("test", ["8", "9"])):
+        (root / split).mkdir(parents=True)
+        for name in names:
+            books[(split, name)] = "".join(text(rng, 25) for _ in range(4 + int(name) % 5))
+            (root / split / f"{name}.txt").write_text(books[(split, name)])
+    mirror = root / "mirror" / "data"
+    mirror.mkdir(parents=True)
+    for split in ("train", "validation"):
+        rows = [{"short_book_title": f"Book {n}", "publication_date": 1900, "url": f"http://www.gutenberg.org/ebooks/{n}",
+                 "text": t} for (s, n), t in books.items() if s == split]
+        datasets.Dataset.from_list(rows).to_parquet(str(mirror / f"{split}-00000-of-00001.parquet"))
+    return books
+
+
+def write_wikitext(root: Path):
+    """wiki.{train,valid,test}.raw: articles opening with ' = Title = ', sections ' = = Section = = '."""
+    rng = random.Random(1)
+    root.mkdir(parents=True, exist_ok=True)
+    articles = {}
+    for split, count in (("train", 3), ("valid", 2), ("test", 1)):
+        lines = []
+        for index in range(count):
+            title = f" = {split.title()} Article {index} = \n"
+            body = [" \n", title, " \n", " " + text(rng, 30), " \n", " = = Section = = \n", " \n", " " + text(rng, 40)]
+            articles[(split, index)] = "".join(body[1:])
+            lines += body
+        (root / f"wiki.{split}.raw").write_text("".join(lines))
+    return articles
+
+
+def tiny_setup(tmp_path: Path, texts):
+    tokenizer = word_tokenizer(texts)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    config = GPT2Config(n_positions=16, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config.save_pretrained(tmp_path / "config")
+    return tokenizer
+
+
+def test_wikitext_documents_split_at_article_headings():
+    lines = [" \n", " = A = \n", " \n", " x y . \n", " = = B = = \n", " z \n", " = C = \n", " w \n"]
+    assert list(wikitext_documents(lines)) == [
+        {"name": "A", "text": " = A = \n \n x y . \n = = B = = \n z \n"},
+        {"name": "C", "text": " = C = \n w \n"},
+    ]
+
+
+@pytest.mark.parametrize("window, overlap, k, length", [(4, 0, 2, 23), (4, 1, 2, 23), (5, 3, 3, 40), (4, 1, 20, 9)])
+def test_document_runs_train_every_token_at_most_once(window, overlap, k, length):
+    """Each run is at most K windows long; each token is a predicted label (not -100, not a run's first position)
+    in exactly one run, except the document's first token and, with o = 0, the first token of each later run."""
+    ids = list(range(100, 100 + length))
+    runs = document_runs({"input_ids": [ids]}, window, overlap, k)
+    span = k * (window - overlap)
+    predicted = []
+    for index, (run, labels) in enumerate(zip(runs["input_ids"], runs["labels"])):
+        assert run == ids[index * span: index * span + span + overlap]
+        predicted += [label for label in labels[1:] if label != -100]
+    unpredicted = {ids[0]} | ({ids[i] for i in range(span, length, span)} if overlap == 0 else set())
+    assert sorted(predicted) == [t for t in ids if t not in unpredicted]
+
+
+def test_pg19_local_folder_mirror_and_first_books(tmp_path):
+    books = write_pg19(tmp_path)
+    folder = load_documents("pg19", data_files={"train": str(tmp_path / "train")})["train"]
+    assert folder["name"] == ["10.txt", "200.txt", "30.txt"] and folder[0]["text"] == books[("train", "10")]
+    # by file name: "10.txt" < "200.txt" < "30.txt", whatever the stored order
+    for streaming in (False, True):
+        mirror = load_documents("pg19", str(tmp_path / "mirror"), streaming=streaming, max_train_books=2)["train"]
+        assert sorted(row["url"].rsplit("/", 1)[1] for row in mirror) == ["10", "200"]
+    with pytest.raises(ValueError, match="corpus must be one of"):
+        load_documents("pg20", data_files={"train": str(tmp_path / "train")})
+    with pytest.raises(ValueError, match="Unknown split"):
+        load_documents("pg19", data_files={"dev": str(tmp_path / "train")})
+    with pytest.raises(ValueError, match="name"):
+        first_books(datasets.Dataset.from_list([{"text": "x"}]), 1)
+
+
+def test_wikitext_local_files_and_hub_rows_give_the_same_articles(tmp_path):
+    articles = write_wikitext(tmp_path / "raw")
+    raw = (tmp_path / "raw" / "wiki.valid.raw").read_text()
+    local = load_documents("wikitext103", data_files={"validation": str(tmp_path / "raw" / "wiki.valid.raw")})
+    assert local["validation"]["name"] == ["Valid Article 0", "Valid Article 1"]
+    for document, index in zip(local["validation"]["text"], (0, 1)):
+        assert document.startswith(articles[("valid", index)])  # the blank line before the next title stays with it
+    assert "".join(local["validation"]["text"]) == raw[len(" \n"):]
+    # the Hub stores one line per row (Salesforce/wikitext): same articles
+    lines = raw.splitlines(keepends=True)
+    hub = tmp_path / "hub" / "wikitext-103-raw-v1"
+    hub.mkdir(parents=True)
+    datasets.Dataset.from_dict({"text": lines}).to_parquet(str(hub / "validation-00000-of-00001.parquet"))
+    from_rows = load_documents("wikitext103", data_files={"validation": str(hub / "validation-00000-of-00001.parquet")})
+    assert from_rows["validation"]["text"] == local["validation"]["text"]
+
+
+def test_tokenize_documents_prepends_bos_and_counts_words_of_the_kept_tokens():
+    tokenizer = word_tokenizer(WORDS)
+    batch = {"text": ["the king said , the queen went", "old town"]}
+    whole = tokenize_documents(batch, tokenizer)
+    assert whole["num_words"] == [7, 2] and whole["num_tokens"] == [7, 2]
+    assert whole["input_ids"][1] == [tokenizer.bos_token_id] + tokenizer("old town", add_special_tokens=False)["input_ids"]
+    first = tokenize_documents(batch, tokenizer, max_tokens=3)
+    assert first["num_words"] == [3, 2] and first["num_tokens"] == [3, 2]
+
+
+def whole_document_nll(model, input_ids):
+    """Independent reference: one forward call over the whole document, no batching, no chunks."""
+    with torch.no_grad():
+        out = model(torch.tensor([input_ids]), labels=torch.tensor([input_ids]))
+    return out.loss.item() * out.num_predicted_tokens, out.num_predicted_tokens
+
+
+@pytest.mark.parametrize("corpus, use_recurrence", [("pg19", True), ("wikitext103", True), ("wikitext103", False)])
+def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurrence):
+    monkeypatch.chdir(tmp_path)
+    if corpus == "pg19":
+        books = write_pg19(tmp_path / "pg19")
+        files = ["--train_file", str(tmp_path / "pg19" / "train"), "--validation_file", str(tmp_path / "pg19" / "validation"),
+                 "--test_file", str(tmp_path / "pg19" / "test"), "--max_eval_tokens", "50", "--max_train_books", "2", "--gradient_checkpointing"]
+        texts = list(books.values())
+    else:
+        articles = write_wikitext(tmp_path / "wikitext")
+        files = [f"--{s}_file" if s != "valid" else "--validation_file" for s in ("train", "valid", "test")]
+        files = [x for flag, s in zip(files, ("train", "valid", "test"))
+                 for x in (flag, str(tmp_path / "wikitext" / f"wiki.{s}.raw"))]
+        texts = list(articles.values())
+    tokenizer = tiny_setup(tmp_path, texts)
+    output = tmp_path / "out"
+    metrics = run_clm_recurrent.main([
+        "--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+        "--corpus", corpus, *files, "--window_size", "8", "--overlap", "2", "--insertion_layer", "1",
+        "--windows_per_example", "3", "--use_recurrence", str(use_recurrence),
+        "--output_dir", str(output), "--do_train", "--do_eval", "--do_predict", "--max_steps", "6",
+        "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2", "--learning_rate", "1e-3",
+        "--eval_every_tokens", "60", "--eval_overlaps", "2", "0", "--eval_chunk_windows", "2",
+        "--report_to", "none", "--seed", "0",
+    ])
+    model = AutoModelForCausalLM.from_pretrained(output).eval()
+    assert model.config.use_recurrence == use_recurrence and model.config.overlap == 2
+    assert json.loads((output / "all_results.json").read_text()) == pytest.approx(metrics)
+    assert (output / "checkpoint-6").is_dir() and "perplexity per word" in (output / "README.md").read_text()
+    history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+    assert [entry["step"] for entry in history if "eval_loss" in entry] == [2, 4, 6]  # every 60 tokens: 2 steps of 36
+
+    # the Trainer's evaluation (batched, padded, chunked, sharded) equals each whole document in one call
+    validation = load_documents(corpus, data_files={"validation": files[files.index("--validation_file") + 1]})
+    max_tokens = 50 if corpus == "pg19" else None
+    docs = validation["validation"].map(tokenize_documents, batched=True, fn_kwargs={
+        "tokenizer": AutoTokenizer.from_pretrained(output), "max_tokens": max_tokens})
+    for overlap in (2, 0):
+        model.config.overlap = overlap
+        nll, count = map(sum, zip(*(whole_document_nll(model, ids) for ids in docs["input_ids"])))
+        prefix = f"eval_overlap{overlap}"
+        assert metrics[f"{prefix}_tokens"] == count == sum(docs["num_tokens"])
+        assert metrics[f"{prefix}_words"] == sum(docs["num_words"])
+        assert metrics[f"{prefix}_loss"] == pytest.approx(nll / count, rel=1e-5)
+        assert metrics[f"{prefix}_perplexity_per_word"] == pytest.approx(math.exp(nll / sum(docs["num_words"])), rel=1e-5)
+    assert metrics["test_overlap2_tokens"] > 0
+    assert metrics["eval_overlap2_flops_per_token"] > metrics["eval_overlap0_flops_per_token"]
