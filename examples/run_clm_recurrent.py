@@ -2,16 +2,16 @@
 """Fine-tune GPT-2 with window-level recurrence (or the plain GPT-2 baseline) on long documents, and evaluate
 perplexity per word and per token at the window and overlap the model is used with (Hutchins et al. §4-5).
 
-    # WikiText-103, recurrent model, windows of 300 tokens, no overlap (Table 1)
-    python examples/run_clm_recurrent.py --model_name_or_path gpt2 --corpus wikitext103 \
-        --dataset_name Salesforce/wikitext --dataset_config_name wikitext-103-raw-v1 \
-        --window_size 300 --overlap 0 --learning_rate 1e-4 --gradient_checkpointing \
+    # WikiText-103, recurrent model: GPT-2 weights + the paper's recurrence settings (window 300, overlap 0, l_ins 2)
+    python examples/run_clm_recurrent.py --model_name_or_path gpt2 --config_name hub_configs/gpt2-recurrent-wikitext103 \
+        --corpus wikitext103 --dataset_name Salesforce/wikitext --dataset_config_name wikitext-103-raw-v1 \
+        --learning_rate 1e-4 --gradient_checkpointing --eval_every_tokens 2000000 \
         --output_dir outputs/gpt2-recurrent-wikitext103 --do_train --do_eval --do_predict
-    # the baseline: same script, same data, same windows
+    # the baseline: same script, same data, same windows, evaluated at several overlaps
     python examples/run_clm_recurrent.py ... --use_recurrence False --eval_overlaps 0 5 10 30 50 75 100 150 200
     # PG-19 (Table 2) from a parquet mirror, first 1,250 books, first 15,000 tokens of each validation book
-    python examples/run_clm_recurrent.py --model_name_or_path gpt2 --corpus pg19 --dataset_name emozilla/pg19 \
-        --max_train_books 1250 --max_eval_tokens 15000 ...
+    python examples/run_clm_recurrent.py --model_name_or_path gpt2 --config_name hub_configs/gpt2-recurrent-pg19 \
+        --corpus pg19 --dataset_name PARQUET_MIRROR --max_train_books 1250 --max_eval_tokens 15000 ...
     accelerate launch examples/run_clm_recurrent.py ...        # same arguments, any number of processes
 
 Local files instead of a Hub dataset: `--train_file/--validation_file/--test_file`, each a PG-19 folder of `<id>.txt`
@@ -69,13 +69,18 @@ class ModelArguments:
         metadata={"help": "A GPT-2 checkpoint (e.g. gpt2: its weights are kept and the recurrence module is added) or "
                           "a gpt2_recurrent checkpoint to continue."},
     )
-    config_name: str | None = field(default=None, metadata={"help": "A GPT-2 config to train from scratch."})
+    config_name: str | None = field(
+        default=None,
+        metadata={"help": "A GPT-2 config to train from scratch; with model_name_or_path, a gpt2_recurrent config whose "
+                          "recurrence fields (window, overlap, l_ins, h_prev network) to use, e.g. "
+                          "hub_configs/gpt2-recurrent-pg19. Command-line fields win."},
+    )
     config_overrides: str | None = field(
         default=None, metadata={"help": "Override config fields when training from scratch: 'n_layer=2,n_embd=64'."}
     )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer (default: model_name_or_path)."})
-    use_recurrence: bool = field(
-        default=True, metadata={"help": "False: the plain GPT-2 baseline on the same windows (disjoint/overlapped)."}
+    use_recurrence: bool | None = field(
+        default=None, metadata={"help": "False: the plain GPT-2 baseline on the same windows (default True or the checkpoint's)."}
     )
     window_size: int | None = field(default=None, metadata={"help": "Window size T (default 300 or the checkpoint's)."})
     overlap: int | None = field(default=None, metadata={"help": "Overlap o in training (default 0 or the checkpoint's)."})
@@ -198,6 +203,9 @@ class DocumentPerplexityTrainer(Trainer):
 def load_model(model_args: ModelArguments, tokenizer) -> GPT2WithRecurrence:
     """GPT-2 weights with the recurrence module added, a gpt2_recurrent checkpoint, or a new model from a config."""
     fields = {name: getattr(model_args, name) for name in RECURRENCE_FIELDS if getattr(model_args, name) is not None}
+    if model_args.model_name_or_path and model_args.config_name:  # a preset (hub_configs/gpt2-recurrent-*) for GPT-2
+        preset = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+        fields = {**{name: getattr(preset, name) for name in RECURRENCE_FIELDS if hasattr(preset, name)}, **fields}
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
         if config.model_type == "gpt2":
@@ -302,7 +310,7 @@ def main(argv=None):
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
         trainer.save_state()
-        all_metrics.update({f"train_{k}": v for k, v in result.metrics.items()})
+        all_metrics.update(result.metrics)
 
     evaluations = [("eval", validation)] * training_args.do_eval + [("test", test)] * training_args.do_predict
     for overlap_at_eval in data_args.eval_overlaps or [overlap]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from lengthgen.data.long_documents import (
     document_runs,
@@ -20,6 +20,7 @@ from lengthgen.data.long_documents import (
     wikitext_documents,
 )
 from lengthgen.data.tokenization import word_tokenizer
+from lengthgen.modeling import flops_per_token
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import run_clm_recurrent  # noqa: E402
@@ -193,3 +194,30 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
         assert metrics[f"{prefix}_perplexity_per_word"] == pytest.approx(math.exp(nll / sum(docs["num_words"])), rel=1e-5)
     assert metrics["test_overlap2_tokens"] > 0
     assert metrics["eval_overlap2_flops_per_token"] > metrics["eval_overlap0_flops_per_token"]
+
+
+@pytest.mark.parametrize("name", ["gpt2-recurrent-pg19", "gpt2-recurrent-wikitext103"])
+def test_hub_configs_hold_the_papers_settings_and_apply_to_a_gpt2_checkpoint(name, tmp_path):
+    folder = Path(__file__).resolve().parents[1] / "hub_configs" / name
+    config = AutoConfig.from_pretrained(folder)
+    assert (config.model_type, config.window_size, config.overlap, config.insertion_layer, config.recurrence_hidden_size,
+            config.recurrence_num_hidden_layers, config.n_layer, config.n_embd) == \
+        ("gpt2_recurrent", 300, 0, 2, 200, 3, 12, 768)
+    assert flops_per_token(config, 300, 0) == pytest.approx(1.75e8, rel=0.01)  # Tables 1-2, overlap 0
+    recipe = config.training_hyperparameters
+    assert (recipe["epochs"], recipe["warmup_steps"], recipe["windows_per_example"], recipe["eval_every_tokens"]) == \
+        (2, 100, 20, 2_000_000)
+    if name.endswith("pg19"):
+        assert (recipe["max_train_books"], recipe["max_eval_tokens"]) == (1250, 15000)
+    # the preset on a (tiny) GPT-2 checkpoint: GPT-2's weights kept, recurrence fields from the preset, the command
+    # line wins
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_positions=320, n_embd=32, n_layer=3, n_head=2, vocab_size=60))
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    arguments = run_clm_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "gpt2"), config_name=str(folder),
+                                                 overlap=5)
+    model = run_clm_recurrent.load_model(arguments, tokenizer=None)
+    assert (model.config.window_size, model.config.overlap, model.config.insertion_layer,
+            model.config.recurrence_hidden_size, model.config.n_embd) == (300, 5, 2, 200, 32)
+    for key, value in gpt2.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value, rtol=0, atol=0)

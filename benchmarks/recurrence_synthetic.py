@@ -1,0 +1,154 @@
+#!/usr/bin/env python
+"""Does h_prev carry information? A tiny GPT-2 on a generated corpus whose later windows need a fact stated earlier.
+
+Each document draws one secret from `--num-secrets` and is cut into windows of T tokens. Every window holds, at a
+random place, the phrase `key <secret>`; the rest is random filler words. Predicting the secret after `key` needs the
+previous window, which no window of a disjoint GPT-2 sees: it can only guess (log num_secrets nats); the recurrent
+model can read it from h_prev, the summary of the previous window.
+
+1. Pre-train a tiny GPT-2 from scratch on the corpus, window by window without recurrence (the "pretrained" model).
+2. Fine-tune two copies of it with the same budget, data order and learning rate through
+   examples/run_clm_recurrent.py: with recurrence (the module added, as in the paper) and without (the baseline, the
+   same windows and overlap).
+3. Evaluate both on held-out documents read whole: perplexity per token, and the loss on the secret tokens alone.
+
+    python benchmarks/recurrence_synthetic.py --json docs/recurrence_synthetic_cpu.json   # about 5 minutes on 2 cores
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, GPT2Config
+
+from lengthgen.data.tokenization import word_tokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import run_clm_recurrent  # noqa: E402
+
+KEY = "key"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--window-size", type=int, default=32)
+    parser.add_argument("--overlap", type=int, default=0)
+    parser.add_argument("--windows-per-document", type=int, default=8)
+    parser.add_argument("--windows-per-example", type=int, default=4)
+    parser.add_argument("--num-secrets", type=int, default=16)
+    parser.add_argument("--num-filler-words", type=int, default=32)
+    parser.add_argument("--train-documents", type=int, default=2000)
+    parser.add_argument("--eval-documents", type=int, default=200)
+    parser.add_argument("--n-layer", type=int, default=4)
+    parser.add_argument("--n-embd", type=int, default=64)
+    parser.add_argument("--pretrain-steps", type=int, default=600)
+    parser.add_argument("--finetune-steps", type=int, default=1500)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output-dir", help="keep the models and corpus here (default: a temporary folder)")
+    parser.add_argument("--json", help="also write the results here")
+    return parser.parse_args(argv)
+
+
+def secret_document(rng: random.Random, args) -> str:
+    """One document: per stride of T - o tokens, filler words with `key <secret>` at a random place."""
+    secret = f"s{rng.randrange(args.num_secrets)}"
+    stride = args.window_size - args.overlap
+    words = []
+    for _ in range(args.windows_per_document):
+        chunk = [f"w{rng.randrange(args.num_filler_words)}" for _ in range(stride - 2)]
+        at = rng.randrange(len(chunk) + 1)
+        words += chunk[:at] + [KEY, secret] + chunk[at:]
+    return " ".join(words)
+
+
+def write_corpus(folder: Path, args) -> dict[str, list[str]]:
+    """PG-19's layout: a folder of <id>.txt documents per split."""
+    rng = random.Random(args.seed)
+    corpus = {}
+    for split, count in (("train", args.train_documents), ("validation", args.eval_documents)):
+        (folder / split).mkdir(parents=True, exist_ok=True)
+        corpus[split] = [secret_document(rng, args) for _ in range(count)]
+        for index, text in enumerate(corpus[split]):
+            (folder / split / f"{index:06d}.txt").write_text(text)
+    return corpus
+
+
+def common_arguments(args, root: Path, steps: int) -> list[str]:
+    return [
+        "--corpus", "pg19", "--train_file", str(root / "corpus" / "train"),
+        "--validation_file", str(root / "corpus" / "validation"), "--tokenizer_name", str(root / "tokenizer"),
+        "--windows_per_example", str(args.windows_per_example), "--max_steps", str(steps),
+        "--per_device_train_batch_size", str(args.batch_size), "--per_device_eval_batch_size", "32",
+        "--learning_rate", str(args.learning_rate), "--warmup_steps", "100", "--save_strategy", "no",
+        "--report_to", "none", "--seed", str(args.seed), "--do_train", "--do_eval", "--disable_tqdm", "true",
+    ]
+
+
+@torch.no_grad()
+def secret_token_loss(model, tokenizer, documents: list[str]) -> float:
+    """Mean negative log-likelihood of the secret tokens (each the token after `key`), documents read whole."""
+    key_id, total, count = tokenizer.convert_tokens_to_ids(KEY), 0.0, 0
+    for text in documents:
+        ids = torch.tensor([[tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]])
+        log_probs = torch.log_softmax(model(ids).logits[0, :-1].float(), dim=-1)
+        after_key = (ids[0, :-1] == key_id).nonzero().flatten()
+        total -= log_probs[after_key, ids[0, after_key + 1]].sum().item()
+        count += len(after_key)
+    return total / count
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(args.output_dir or scratch)
+        corpus = write_corpus(root / "corpus", args)
+        tokenizer = word_tokenizer([KEY] + [f"s{i}" for i in range(args.num_secrets)]
+                                   + [f"w{i}" for i in range(args.num_filler_words)])
+        tokenizer.save_pretrained(root / "tokenizer")
+        GPT2Config(n_positions=args.window_size, n_embd=args.n_embd, n_layer=args.n_layer, n_head=4).save_pretrained(
+            root / "config")
+
+        run_clm_recurrent.main([
+            "--config_name", str(root / "config"), "--use_recurrence", "False", "--window_size", str(args.window_size),
+            "--overlap", str(args.overlap), "--insertion_layer", str(min(2, args.n_layer - 1)),
+            "--output_dir", str(root / "pretrained"), *common_arguments(args, root, args.pretrain_steps),
+        ])
+        results = {"settings": vars(args), "chance_secret_loss": math.log(args.num_secrets)}
+        for name, recurrence in (("disjoint", False), ("recurrent", True)):
+            metrics = run_clm_recurrent.main([
+                "--model_name_or_path", str(root / "pretrained"), "--use_recurrence", str(recurrence),
+                "--output_dir", str(root / name), *common_arguments(args, root, args.finetune_steps),
+            ])
+            model = AutoModelForCausalLM.from_pretrained(root / name).eval()
+            prefix = f"eval_overlap{args.overlap}"
+            results[name] = {
+                "perplexity_per_token": metrics[f"{prefix}_perplexity"],
+                "loss": metrics[f"{prefix}_loss"],
+                "secret_token_loss": secret_token_loss(model, tokenizer, corpus["validation"]),
+                "train_loss": metrics["train_loss"],
+            }
+    results["perplexity_ratio_recurrent_over_disjoint"] = (
+        results["recurrent"]["perplexity_per_token"] / results["disjoint"]["perplexity_per_token"]
+    )
+    print(f"\nwindows of {args.window_size}, overlap {args.overlap}; chance loss on the secret "
+          f"{results['chance_secret_loss']:.3f} nats")
+    print("| model | perplexity per token | loss on the secret tokens |\n| --- | --- | --- |")
+    for name in ("disjoint", "recurrent"):
+        print(f"| {name} | {results[name]['perplexity_per_token']:.3f} | {results[name]['secret_token_loss']:.3f} |")
+    print(f"recurrent / disjoint perplexity: {results['perplexity_ratio_recurrent_over_disjoint']:.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    main()

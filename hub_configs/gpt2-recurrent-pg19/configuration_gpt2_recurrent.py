@@ -1,0 +1,59 @@
+"""Configuration of GPT-2 with window-level recurrence (Hutchins et al., "Adding Recurrence to Pretrained
+Transformers", §3)."""
+
+from transformers import GPT2Config
+
+
+class GPT2WithRecurrenceConfig(GPT2Config):
+    r"""
+    A `GPT2Config` plus the recurrence of §3.1: the input is read in windows of `window_size` tokens, each window
+    repeating the last `overlap` tokens of the previous one; the hidden states of every layer of window i are
+    mean-pooled with softmax-normalised learned layer weights (Eq. 1) into z_i, a feed-forward network maps z_i to
+    h_prev, and h_prev enters window i + 1 as one extra key and value at layer `insertion_layer`.
+
+    Args:
+        window_size (`int`, defaults to 300): T, tokens per window (paper: 300). At most `n_positions`.
+        overlap (`int`, defaults to 0): o, tokens each window repeats from the previous one, as context only
+            (§4.2); train and evaluate with the same overlap. 0 <= o < T.
+        insertion_layer (`int`, defaults to 2): l_ins, the (0-based) GPT-2 block whose self-attention gets h_prev
+            as an extra key and value (paper: 2).
+        recurrence_hidden_size (`int`, defaults to 200), recurrence_num_hidden_layers (`int`, defaults to 3): the
+            feed-forward network from z to h_prev: this many ReLU hidden layers of this width (paper: 3 x 200).
+        use_recurrence (`bool`, defaults to True): False runs every window as plain GPT-2 (the disjoint or
+            overlapped baseline of Tables 1-2) with the same windows and loss accounting.
+        Other arguments are `GPT2Config`'s.
+    """
+
+    model_type = "gpt2_recurrent"
+
+    def __init__(
+        self,
+        window_size=300,
+        overlap=0,
+        insertion_layer=2,
+        recurrence_hidden_size=200,
+        recurrence_num_hidden_layers=3,
+        use_recurrence=True,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if window_size < 1 or window_size > self.n_positions:
+            raise ValueError(
+                f"window_size must lie in [1, n_positions={self.n_positions}] (GPT-2 has no position embedding past "
+                f"it), got {window_size}"
+            )
+        if not 0 <= overlap < window_size:
+            raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
+        if not 0 <= insertion_layer < self.n_layer:
+            raise ValueError(f"insertion_layer must lie in [0, n_layer={self.n_layer}), got {insertion_layer}")
+        if recurrence_num_hidden_layers < 0 or recurrence_hidden_size < 1:
+            raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
+        self.window_size = window_size
+        self.overlap = overlap
+        self.insertion_layer = insertion_layer
+        self.recurrence_hidden_size = recurrence_hidden_size
+        self.recurrence_num_hidden_layers = recurrence_num_hidden_layers
+        self.use_recurrence = use_recurrence
+
+
+__all__ = ["GPT2WithRecurrenceConfig"]
