@@ -2,12 +2,20 @@
 """Peak training memory of GPT2WithRecurrence by number of windows, with and without window checkpointing (§3.2).
 
 GPT-2 small architecture with random weights, batch 1, windows of 300 tokens. Each case runs in a fresh subprocess
-and reports how far one training forward + backward raises the memory above what the model and its inputs already
-take: on CUDA `torch.cuda.max_memory_allocated`, on CPU the process's peak resident set size (getrusage). That
-includes the parameters' gradients, allocated once whatever the number of windows. The paper's bound with
-checkpointing is M + 2k ceil(N/T): about one window's activations plus two vectors per window. Without
-checkpointing the memory grows with every window, so that arm stops at `--max-plain-windows` (20 windows of GPT-2
-small would need about 20 GB on a CPU).
+(on CUDA `torch.cuda.max_memory_allocated`, on CPU the process's peak resident set size from getrusage) and reports
+two peaks:
+
+* training: the whole footprint of training above the bare interpreter, through two AdamW steps: parameters, their
+  gradients, Adam's two moments and the step's activations. This is the memory a run needs, the M of the paper's
+  bound M + 2k ceil(N/T) for N tokens with checkpointing: about one window's training memory plus two vectors
+  (z_i, h_prev,i) per window.
+* step: how far one forward + backward raises the memory above the model and its inputs. With one window, the
+  parameter gradients are allocated while that window's activations are being freed; with two or more windows,
+  the earlier windows are recomputed while all gradients are held, so the step peak rises once from 1 to 2 windows
+  (by about the size of the gradients) and then stays flat.
+
+Without checkpointing the memory grows with every window, so that arm stops at `--max-plain-windows` (20 windows of
+GPT-2 small would need about 20 GB on a CPU).
 
     python benchmarks/recurrence_memory.py --json docs/recurrence_memory_cpu.json   # 1, 2, 5, 20 windows
     python benchmarks/recurrence_memory.py --windows 1 5 --device cuda
@@ -58,28 +66,43 @@ def build(args) -> GPT2WithRecurrence:
     return GPT2WithRecurrence(config).to(args.device).train()
 
 
-def peak_bytes(args, windows: int, checkpointing: bool) -> int:
-    """How many bytes one training forward + backward adds to the peak memory."""
+def peak_bytes(args, windows: int, checkpointing: bool) -> dict:
+    """Two peaks, in bytes, of one process that builds the model and trains it on `windows` windows:
+
+    * "step": how far one forward + backward raises the memory above the model and its inputs (activations and
+      parameter gradients);
+    * "training": the whole training footprint above the bare interpreter, through two AdamW steps: parameters,
+      gradients, Adam's two moments and the activations of the step, what a user has to fit in memory."""
+    cuda = args.device == "cuda"
+
+    def now():
+        if cuda:
+            torch.cuda.synchronize()
+            return torch.cuda.max_memory_allocated()
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+
+    gc.collect()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated() if cuda else now()
     torch.manual_seed(0)
     model = build(args)
     if checkpointing:
         model.gradient_checkpointing_enable()
     ids = torch.randint(0, args.vocab_size, (1, windows * args.window_size), device=args.device)
-
-    def step():
-        model(ids, labels=ids).loss.backward()
-
-    if args.device == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        step()
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated() - base
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     gc.collect()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    step()
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024  # ru_maxrss is in KiB on Linux
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    before_step = torch.cuda.memory_allocated() if cuda else now()
+    model(ids, labels=ids).loss.backward()
+    step = now() - before_step
+    for repeat in range(2):
+        if repeat:
+            model(ids, labels=ids).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return {"step": step, "training": now() - start}
 
 
 def throughput(args) -> dict:
@@ -125,17 +148,25 @@ def main(argv=None) -> dict:
                 continue
             command = [sys.executable, __file__, *forwarded, "--case", f"{windows},{int(checkpointing)}"]
             output = subprocess.run(command, capture_output=True, text=True, check=True, env=ENVIRONMENT).stdout
-            results[f"{windows},{int(checkpointing)}"] = int(output.strip().splitlines()[-1])
-    print(f"peak training memory, GPT-2 {args.n_layer}x{args.n_embd}, windows of {args.window_size}, {args.device}")
-    print(f"{'windows':>8} {'no checkpointing MiB':>21} {'ratio':>6} {'checkpointing MiB':>18} {'ratio':>6}")
-    first = args.windows[0]
+            results[f"{windows},{int(checkpointing)}"] = json.loads(output.strip().splitlines()[-1])
+    print(f"peak memory (MiB), GPT-2 {args.n_layer}x{args.n_embd}, windows of {args.window_size}, {args.device}; "
+          f"ratio: to {args.windows[0]} window(s) with the same checkpointing")
+    print("step = one forward + backward above the model; training = the whole process above the interpreter through "
+          "two AdamW steps")
+    header = ["windows"] + [f"{kind} {arm}" for arm in ("plain", "ckpt") for kind in ("step", "ratio", "training",
+                                                                                      "ratio")]
+    print(" ".join(f"{h:>14}" for h in header))
     for windows in args.windows:
-        cells = []
+        cells = [str(windows)]
         for c in (0, 1):
-            peak = results.get(f"{windows},{c}")
-            base = results.get(f"{first},{c}") or None  # a tiny model may not raise the peak RSS at all
-            cells += ["-", "-"] if peak is None else [f"{peak / 2**20:.1f}", f"{peak / base:.2f}x" if base else "-"]
-        print(f"{windows:>8} {cells[0]:>21} {cells[1]:>6} {cells[2]:>18} {cells[3]:>6}")
+            peak, base = results.get(f"{windows},{c}"), results.get(f"{args.windows[0]},{c}")
+            for kind in ("step", "training"):
+                if peak is None:
+                    cells += ["-", "-"]
+                    continue
+                ratio = f"{peak[kind] / base[kind]:.2f}x" if base and base[kind] else "-"  # a tiny model may not
+                cells += [f"{peak[kind] / 2**20:.1f}", ratio]  # raise the peak RSS at all
+        print(" ".join(f"{cell:>14}" for cell in cells))
     speed = throughput(args)
     print(f"training tokens/s, {args.throughput_windows} windows of {args.window_size}: "
           + ", ".join(f"{name} {value:.0f}" for name, value in speed["tokens_per_second"].items())

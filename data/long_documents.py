@@ -30,6 +30,7 @@ SPLITS = ("train", "validation", "test")
 WIKITEXT_FILES = {"train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw"}
 # An article starts with a top-level heading " = Title = "; section headings have two or more "=" (" = = Life = = ").
 WIKITEXT_ARTICLE_HEADING = re.compile(r"^ = [^=].* = $")
+DOCUMENT_FEATURES = datasets.Features({"name": datasets.Value("string"), "text": datasets.Value("string")})
 
 
 def wikitext_documents(lines):
@@ -102,12 +103,12 @@ def _as_documents(source, corpus: str, streaming: bool):
     """A Dataset/IterableDataset of documents from a generator function or a dataset of rows."""
     if callable(source):
         builder = datasets.IterableDataset if streaming else datasets.Dataset
-        return builder.from_generator(source)
+        return builder.from_generator(source, features=DOCUMENT_FEATURES)
     if "text" not in source.column_names:
         raise ValueError(f"The dataset has no `text` column (columns: {source.column_names}).")
     if corpus == "wikitext103":
         builder = datasets.IterableDataset if streaming else datasets.Dataset
-        return builder.from_generator(_wikitext_rows, gen_kwargs={"dataset": source})
+        return builder.from_generator(_wikitext_rows, gen_kwargs={"dataset": source}, features=DOCUMENT_FEATURES)
     return source
 
 

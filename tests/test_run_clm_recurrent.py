@@ -153,7 +153,7 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
     if corpus == "pg19":
         books = write_pg19(tmp_path / "pg19")
         files = ["--train_file", str(tmp_path / "pg19" / "train"), "--validation_file", str(tmp_path / "pg19" / "validation"),
-                 "--test_file", str(tmp_path / "pg19" / "test"), "--max_eval_tokens", "50", "--max_train_books", "2", "--gradient_checkpointing"]
+                 "--test_file", str(tmp_path / "pg19" / "test"), "--max_eval_tokens", "50", "--max_train_books", "2", "--gradient_checkpointing", "--streaming"]
         texts = list(books.values())
     else:
         articles = write_wikitext(tmp_path / "wikitext")
