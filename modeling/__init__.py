@@ -5,12 +5,19 @@ from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
 )
 
 from .ibert import IBertConfig, IBertForMaskedLM, IBertForSequenceClassification, IBertModel, IBertPreTrainedModel
 from .ndr import NDRConfig, NDRForSequenceClassification, NDRModel, NDRPreTrainedModel, geometric_attention_weights
-from .recurrence import GPT2WithRecurrence, GPT2WithRecurrenceConfig, RecurrentState
+from .recurrence import (
+    GPT2WithRecurrence,
+    GPT2WithRecurrenceConfig,
+    RecurrentState,
+    RobertaWithRecurrenceConfig,
+    RobertaWithRecurrenceForQuestionAnswering,
+)
 from .recurrence.flops import flops_per_token
 
 for config_class, model_classes in (
@@ -18,6 +25,7 @@ for config_class, model_classes in (
                    AutoModelForSequenceClassification: IBertForSequenceClassification}),
     (NDRConfig, {AutoModel: NDRModel, AutoModelForSequenceClassification: NDRForSequenceClassification}),
     (GPT2WithRecurrenceConfig, {AutoModelForCausalLM: GPT2WithRecurrence}),
+    (RobertaWithRecurrenceConfig, {AutoModelForQuestionAnswering: RobertaWithRecurrenceForQuestionAnswering}),
 ):
     AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     for auto_class, model_class in model_classes.items():
@@ -36,6 +44,8 @@ __all__ = [
     "NDRModel",
     "NDRPreTrainedModel",
     "RecurrentState",
+    "RobertaWithRecurrenceConfig",
+    "RobertaWithRecurrenceForQuestionAnswering",
     "flops_per_token",
     "geometric_attention_weights",
 ]

@@ -3,6 +3,8 @@ Transformers", §3)."""
 
 from transformers import GPT2Config
 
+from .recurrence_module import POOLINGS
+
 
 class GPT2WithRecurrenceConfig(GPT2Config):
     r"""
@@ -19,6 +21,9 @@ class GPT2WithRecurrenceConfig(GPT2Config):
             as an extra key and value (paper: 2).
         recurrence_hidden_size (`int`, defaults to 200), recurrence_num_hidden_layers (`int`, defaults to 3): the
             feed-forward network from z to h_prev: this many ReLU hidden layers of this width (paper: 3 x 200).
+        recurrence_pooling (`str`, defaults to "layer_weighted"): how z is pooled from a window: "layer_weighted" is
+            Eq. 1 (every layer, softmax-normalised learned layer weights; the paper's GPT-2 models), "last_layer" the
+            final layer only (the paper's RoBERTa model, §5.4).
         use_recurrence (`bool`, defaults to True): False runs every window as plain GPT-2 (the disjoint or
             overlapped baseline of Tables 1-2) with the same windows and loss accounting.
         Other arguments are `GPT2Config`'s.
@@ -33,6 +38,7 @@ class GPT2WithRecurrenceConfig(GPT2Config):
         insertion_layer=2,
         recurrence_hidden_size=200,
         recurrence_num_hidden_layers=3,
+        recurrence_pooling="layer_weighted",
         use_recurrence=True,
         **kwargs,
     ):
@@ -48,11 +54,14 @@ class GPT2WithRecurrenceConfig(GPT2Config):
             raise ValueError(f"insertion_layer must lie in [0, n_layer={self.n_layer}), got {insertion_layer}")
         if recurrence_num_hidden_layers < 0 or recurrence_hidden_size < 1:
             raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
+        if recurrence_pooling not in POOLINGS:
+            raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
         self.window_size = window_size
         self.overlap = overlap
         self.insertion_layer = insertion_layer
         self.recurrence_hidden_size = recurrence_hidden_size
         self.recurrence_num_hidden_layers = recurrence_num_hidden_layers
+        self.recurrence_pooling = recurrence_pooling
         self.use_recurrence = use_recurrence
 
 

@@ -22,10 +22,10 @@ import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
-from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
+from .recurrence_module import RecurrenceModule
 
 
 @dataclass
@@ -61,29 +61,6 @@ class RecurrentCausalLMOutput(ModelOutput):
     recurrent_state: RecurrentState | None = None
 
 
-class RecurrenceModule(nn.Module):
-    """Eq. 1 pooling (softmax-normalised layer weights w_l, mean over positions) and the FFN from z to h_prev."""
-
-    def __init__(self, config: GPT2WithRecurrenceConfig):
-        super().__init__()
-        self.layer_logits = nn.Parameter(torch.zeros(config.n_layer))  # alpha_l
-        layers, width = [], config.n_embd
-        for _ in range(config.recurrence_num_hidden_layers):
-            layers += [nn.Linear(width, config.recurrence_hidden_size), nn.ReLU()]
-            width = config.recurrence_hidden_size
-        layers.append(nn.Linear(width, config.n_embd))
-        self.ffn = nn.Sequential(*layers)
-
-    def pool(self, layer_states: list[torch.Tensor]) -> torch.Tensor:
-        """z = (1/P) sum_i sum_l w_l h_i^(l) over the P given positions: `(batch, n_embd)`."""
-        weights = torch.softmax(self.layer_logits, dim=0)
-        stacked = torch.stack([s.mean(dim=1) for s in layer_states], dim=0)  # (L, batch, n_embd)
-        return torch.einsum("l,lbk->bk", weights.to(stacked.dtype), stacked)
-
-    def forward(self, layer_states: list[torch.Tensor]) -> torch.Tensor:
-        return self.ffn(self.pool(layer_states))
-
-
 class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
     """GPT-2 language model reading any number of tokens in windows, with h_prev carried between windows."""
 
@@ -107,17 +84,9 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """GPT-2's initialisation, except the recurrence module: Xavier-uniform weights (ReLU gain in the hidden
-        layers) and zero biases, so h_prev varies with its window from the start (with GPT-2's std 0.02 in every
-        layer it would be nearly constant), and equal layer weights (alpha = 0). The paper does not specify this."""
+        """GPT-2's initialisation, and `RecurrenceModule.initialize` for the recurrence module's parameters."""
         super()._init_weights(module)
-        if isinstance(module, RecurrenceModule):
-            init.zeros_(module.layer_logits)
-            linears = [m for m in module.ffn if isinstance(m, nn.Linear)]
-            for index, linear in enumerate(linears):
-                gain = 1.0 if index == len(linears) - 1 else 2**0.5
-                init.xavier_uniform_(linear.weight, gain=gain)
-                init.zeros_(linear.bias)
+        self.recurrence.initialize(module)
 
     @classmethod
     def from_pretrained_gpt2(cls, name_or_path: str, **recurrence_fields) -> "GPT2WithRecurrence":
@@ -302,4 +271,4 @@ def _causal_mask(length: int, like: torch.Tensor) -> torch.Tensor:
     )[None, None]
 
 
-__all__ = ["GPT2WithRecurrence", "RecurrenceModule", "RecurrentState", "RecurrentCausalLMOutput"]
+__all__ = ["GPT2WithRecurrence", "RecurrentState", "RecurrentCausalLMOutput"]

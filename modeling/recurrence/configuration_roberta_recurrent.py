@@ -1,0 +1,60 @@
+"""Configuration of RoBERTa with window-level recurrence for extractive question answering (Hutchins et al., "Adding
+Recurrence to Pretrained Transformers", §5.4)."""
+
+from transformers import RobertaConfig
+
+from .recurrence_module import POOLINGS
+
+
+class RobertaWithRecurrenceConfig(RobertaConfig):
+    r"""
+    A `RobertaConfig` plus the recurrence of §5.4. A question with a long context is read as windows that each begin
+    with the question and a separator (built by the data code); the final layer of window i, mean-pooled over its
+    real tokens, goes through a feed-forward network into h_prev, one extra key and value at layer `insertion_layer`
+    of window i + 1 (bidirectional attention: every position sees it). The [CLS] states of all windows are max-pooled
+    into the answer-type classifier (span / yes / no).
+
+    Args:
+        insertion_layer (`int`, defaults to 2): l_ins, the (0-based) layer whose self-attention gets h_prev (paper: 2).
+        recurrence_hidden_size (`int`, defaults to 768), recurrence_num_hidden_layers (`int`, defaults to 2): the
+            network from z to h_prev: this many ReLU hidden layers of this width (paper: a 2-layer MLP of width 768).
+        recurrence_pooling (`str`, defaults to "last_layer"): "last_layer" (paper, §5.4: mean of the final layer) or
+            "layer_weighted" (Eq. 1, as in the GPT-2 models).
+        use_recurrence (`bool`, defaults to True): False is the disjoint baseline of Table 3: the same windows, each
+            read on its own.
+        num_answer_types (`int`, defaults to 3): classes of the answer-type classifier (span, yes, no).
+        Other arguments are `RobertaConfig`'s.
+    """
+
+    model_type = "roberta_recurrent"
+
+    def __init__(
+        self,
+        insertion_layer=2,
+        recurrence_hidden_size=768,
+        recurrence_num_hidden_layers=2,
+        recurrence_pooling="last_layer",
+        use_recurrence=True,
+        num_answer_types=3,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not 0 <= insertion_layer < self.num_hidden_layers:
+            raise ValueError(
+                f"insertion_layer must lie in [0, num_hidden_layers={self.num_hidden_layers}), got {insertion_layer}"
+            )
+        if recurrence_num_hidden_layers < 0 or recurrence_hidden_size < 1:
+            raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
+        if recurrence_pooling not in POOLINGS:
+            raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
+        if num_answer_types < 1:
+            raise ValueError(f"num_answer_types must be >= 1, got {num_answer_types}")
+        self.insertion_layer = insertion_layer
+        self.recurrence_hidden_size = recurrence_hidden_size
+        self.recurrence_num_hidden_layers = recurrence_num_hidden_layers
+        self.recurrence_pooling = recurrence_pooling
+        self.use_recurrence = use_recurrence
+        self.num_answer_types = num_answer_types
+
+
+__all__ = ["RobertaWithRecurrenceConfig"]
