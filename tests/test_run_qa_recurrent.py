@@ -1,0 +1,52 @@
+"""examples/run_qa_recurrent.py end to end on a small HotpotQA fixture with a tiny RoBERTa."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForQuestionAnswering, RobertaConfig
+
+from test_hotpotqa import fixture_tokenizer, write_fixture
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import run_qa_recurrent  # noqa: E402
+
+
+def tiny_setup(tmp_path, count):
+    rows, path = write_fixture(tmp_path, count=count)
+    fixture_tokenizer(rows, tmp_path / "tokenizer")
+    RobertaConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                  max_position_embeddings=66, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0).save_pretrained(tmp_path / "config")
+    return path
+
+
+def arguments(tmp_path, path, *extra):
+    return ["--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+            "--train_file", str(path), "--validation_file", str(path), "--window_size", "64", "--doc_stride", "16",
+            "--insertion_layer", "1", "--recurrence_hidden_size", "32", "--output_dir", str(tmp_path / "out"),
+            "--do_train", "--do_eval", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "3",
+            "--report_to", "none", "--seed", "0", "--save_strategy", "no", *extra]
+
+
+def test_recurrent_model_overfits_a_handful_of_questions(tmp_path, monkeypatch):
+    """Four questions (two spans, yes, no), several windows each: trained on them, it answers all four exactly."""
+    monkeypatch.chdir(tmp_path)
+    path = tiny_setup(tmp_path, count=4)
+    metrics = run_qa_recurrent.main(arguments(tmp_path, path, "--learning_rate", "3e-3", "--max_steps", "150",
+                                              "--warmup_steps", "10", "--lr_scheduler_type", "constant_with_warmup"))
+    assert metrics["eval_f1"] == pytest.approx(100.0) and metrics["eval_exact_match"] == pytest.approx(100.0)
+    predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
+    assert predictions == {"q0": "Gustave Eiffel", "q1": "yes", "q2": "no", "q3": "Lake Geneva"}
+    model = AutoModelForQuestionAnswering.from_pretrained(tmp_path / "out")
+    assert model.config.model_type == "roberta_recurrent" and model.config.use_recurrence
+
+
+def test_disjoint_baseline_runs_with_window_checkpointing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tiny_setup(tmp_path, count=6)
+    metrics = run_qa_recurrent.main(arguments(tmp_path, path, "--use_recurrence", "False", "--max_steps", "2",
+                                              "--gradient_checkpointing"))
+    assert metrics["eval_samples"] == 6 and 0.0 <= metrics["eval_f1"] <= 100.0
+    assert not AutoModelForQuestionAnswering.from_pretrained(tmp_path / "out").config.use_recurrence
