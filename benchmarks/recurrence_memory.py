@@ -1,7 +1,9 @@
 #!/usr/bin/env python
-"""Peak training memory of GPT2WithRecurrence by number of windows, with and without window checkpointing (§3.2).
+"""Peak training memory of the recurrent models by number of windows, with and without window checkpointing (§3.2).
 
-GPT-2 small architecture with random weights, batch 1, windows of 300 tokens. Each case runs in a fresh subprocess
+GPT2WithRecurrence (GPT-2 small architecture, windows of 300 tokens, a document with next-token labels) or, with
+`--model roberta`, RobertaWithRecurrenceForQuestionAnswering (RoBERTa-base architecture, windows of 512 tokens, a
+question whose answer span is in the last window); random weights, batch 1. Each case runs in a fresh subprocess
 (on CUDA `torch.cuda.max_memory_allocated`, on CPU the process's peak resident set size from getrusage) and reports
 two peaks:
 
@@ -18,6 +20,7 @@ Without checkpointing the memory grows with every window, so that arm stops at `
 GPT-2 small would need about 20 GB on a CPU).
 
     python benchmarks/recurrence_memory.py --json docs/recurrence_memory_cpu.json   # 1, 2, 5, 20 windows
+    python benchmarks/recurrence_memory.py --model roberta --json docs/roberta_recurrence_memory_cpu.json  # 1 2 5 10
     python benchmarks/recurrence_memory.py --windows 1 5 --device cuda
 """
 
@@ -33,7 +36,12 @@ import time
 
 import torch
 
-from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig
+from lengthgen.modeling import (
+    GPT2WithRecurrence,
+    GPT2WithRecurrenceConfig,
+    RobertaWithRecurrenceConfig,
+    RobertaWithRecurrenceForQuestionAnswering,
+)
 
 
 # glibc serves large blocks from a heap that fragments as windows come and go, which inflates the peak RSS without
@@ -41,29 +49,78 @@ from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig
 ENVIRONMENT = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
+DEFAULTS = {  # GPT-2 small (§5: windows of 300) and RoBERTa-base (§5.4: windows of 512)
+    "gpt2": dict(window_size=300, vocab_size=50257, windows=[1, 2, 5, 20]),
+    "roberta": dict(window_size=512, vocab_size=50265, windows=[1, 2, 5, 10]),
+}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--windows", type=int, nargs="+", default=[1, 2, 5, 20])
-    parser.add_argument("--window-size", type=int, default=300)
+    parser.add_argument("--model", choices=sorted(DEFAULTS), default="gpt2",
+                        help="GPT2WithRecurrence (causal LM) or RobertaWithRecurrenceForQuestionAnswering")
+    parser.add_argument("--windows", type=int, nargs="+", help="default: 1 2 5 20 (gpt2), 1 2 5 10 (roberta)")
+    parser.add_argument("--window-size", type=int, help="default: 300 (gpt2), 512 (roberta)")
     parser.add_argument("--n-layer", type=int, default=12)
     parser.add_argument("--n-embd", type=int, default=768)
     parser.add_argument("--n-head", type=int, default=12)
-    parser.add_argument("--vocab-size", type=int, default=50257)
+    parser.add_argument("--vocab-size", type=int, help="default: 50257 (gpt2), 50265 (roberta)")
     parser.add_argument("--max-plain-windows", type=int, default=5, help="largest case run without checkpointing")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--throughput-windows", type=int, default=5, help="windows per sequence in the speed test")
     parser.add_argument("--repeats", type=int, default=3, help="timed training steps per model (after one warm-up)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: "windows,checkpointing" in a subprocess
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name, value in DEFAULTS[args.model].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
 
 
-def build(args) -> GPT2WithRecurrence:
-    config = GPT2WithRecurrenceConfig(
-        vocab_size=args.vocab_size, n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
-        n_positions=max(1024, args.window_size), window_size=args.window_size, insertion_layer=min(2, args.n_layer - 1),
+def build(args):
+    """The recurrent model, GPT-2 small or RoBERTa-base architecture, random weights, training mode."""
+    if args.model == "gpt2":
+        config = GPT2WithRecurrenceConfig(
+            vocab_size=args.vocab_size, n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
+            n_positions=max(1024, args.window_size), window_size=args.window_size,
+            insertion_layer=min(2, args.n_layer - 1),
+        )
+        return GPT2WithRecurrence(config).to(args.device).train()
+    config = RobertaWithRecurrenceConfig(
+        vocab_size=args.vocab_size, num_hidden_layers=args.n_layer, hidden_size=args.n_embd,
+        num_attention_heads=args.n_head, intermediate_size=4 * args.n_embd, max_position_embeddings=args.window_size + 2,
+        insertion_layer=min(2, args.n_layer - 1), recurrence_hidden_size=args.n_embd,
     )
-    return GPT2WithRecurrence(config).to(args.device).train()
+    return RobertaWithRecurrenceForQuestionAnswering(config).to(args.device).train()
+
+
+def plain_model(args, recurrent):
+    """The same architecture without the recurrence, with the recurrent model's weights."""
+    from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaForQuestionAnswering
+
+    if args.model == "gpt2":
+        plain = GPT2LMHeadModel(GPT2Config(**recurrent.config.to_dict()))
+    else:
+        plain = RobertaForQuestionAnswering(RobertaConfig(**recurrent.config.to_dict()))
+    plain.load_state_dict(recurrent.state_dict(), strict=False)
+    return plain.to(args.device).train()
+
+
+def training_inputs(args, windows: int) -> tuple[dict, dict]:
+    """One training example of `windows` windows for the recurrent model, and the same windows as a batch for the
+    plain model. GPT-2: a document with next-token labels; RoBERTa: a question's windows with the answer span in the
+    last one (every window is read before the loss)."""
+    ids = torch.randint(3, args.vocab_size, (windows, args.window_size), device=args.device)
+    if args.model == "gpt2":
+        document = ids.reshape(1, -1)
+        return {"input_ids": document, "labels": document}, {"input_ids": ids, "labels": ids}
+    position = torch.tensor([args.window_size // 2], device=args.device)
+    recurrent = {"input_ids": ids[None], "answer_window": torch.tensor([windows - 1], device=args.device),
+                 "start_positions": position, "end_positions": position + 1,
+                 "answer_types": torch.zeros(1, dtype=torch.long, device=args.device)}
+    plain = {"input_ids": ids, "start_positions": position.expand(windows), "end_positions": (position + 1).expand(windows)}
+    return recurrent, plain
 
 
 def peak_bytes(args, windows: int, checkpointing: bool) -> dict:
@@ -89,36 +146,34 @@ def peak_bytes(args, windows: int, checkpointing: bool) -> dict:
     model = build(args)
     if checkpointing:
         model.gradient_checkpointing_enable()
-    ids = torch.randint(0, args.vocab_size, (1, windows * args.window_size), device=args.device)
+    inputs, _ = training_inputs(args, windows)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     gc.collect()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     before_step = torch.cuda.memory_allocated() if cuda else now()
-    model(ids, labels=ids).loss.backward()
+    model(**inputs).loss.backward()
     step = now() - before_step
     for repeat in range(2):
         if repeat:
-            model(ids, labels=ids).loss.backward()
+            model(**inputs).loss.backward()
         optimizer.step()
         optimizer.zero_grad()
     return {"step": step, "training": now() - start}
 
 
 def throughput(args) -> dict:
-    """Training tokens per second of the recurrent model and of plain GPT-2 (GPT2LMHeadModel, same weights) on the
-    same windows, no overlap: one sequence of `--throughput-windows` windows vs. those windows as a batch of plain
-    GPT-2 inputs. Steps are interleaved in this process, so a noisy machine slows both alike; medians are reported."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
+    """Training tokens per second of the recurrent model and of the plain model (GPT2LMHeadModel or
+    RobertaForQuestionAnswering, same weights) on the same windows: one example of `--throughput-windows` windows vs.
+    those windows as a batch of plain inputs. Steps are interleaved in this process, so a noisy machine slows both
+    alike; medians are reported."""
     torch.manual_seed(0)
     recurrent = build(args)
-    plain = GPT2LMHeadModel(GPT2Config(**recurrent.config.to_dict())).to(args.device).train()
-    plain.load_state_dict(recurrent.state_dict(), strict=False)
-    ids = torch.randint(0, args.vocab_size, (1, args.throughput_windows * args.window_size), device=args.device)
-    windows = ids.view(args.throughput_windows, args.window_size)
-    steps = {"recurrent": lambda: recurrent(ids, labels=ids).loss.backward(),
-             "plain GPT-2": lambda: plain(windows, labels=windows).loss.backward()}
+    plain = plain_model(args, recurrent)
+    recurrent_inputs, plain_inputs = training_inputs(args, args.throughput_windows)
+    plain_name = "plain GPT-2" if args.model == "gpt2" else "plain RoBERTa"
+    steps = {"recurrent": lambda: recurrent(**recurrent_inputs).loss.backward(),
+             plain_name: lambda: plain(**plain_inputs).loss.backward()}
     seconds = {name: [] for name in steps}
     for repeat in range(args.repeats + 1):
         for name, step in steps.items():
@@ -128,9 +183,10 @@ def throughput(args) -> dict:
                 torch.cuda.synchronize()
             if repeat:  # the first round warms up
                 seconds[name].append(time.perf_counter() - start)
-    tokens_per_second = {name: ids.numel() / statistics.median(times) for name, times in seconds.items()}
+    tokens = args.throughput_windows * args.window_size
+    tokens_per_second = {name: tokens / statistics.median(times) for name, times in seconds.items()}
     return {"tokens_per_second": tokens_per_second,
-            "ratio": tokens_per_second["recurrent"] / tokens_per_second["plain GPT-2"]}
+            "ratio": tokens_per_second["recurrent"] / tokens_per_second[plain_name]}
 
 
 def main(argv=None) -> dict:
@@ -149,7 +205,7 @@ def main(argv=None) -> dict:
             command = [sys.executable, __file__, *forwarded, "--case", f"{windows},{int(checkpointing)}"]
             output = subprocess.run(command, capture_output=True, text=True, check=True, env=ENVIRONMENT).stdout
             results[f"{windows},{int(checkpointing)}"] = json.loads(output.strip().splitlines()[-1])
-    print(f"peak memory (MiB), GPT-2 {args.n_layer}x{args.n_embd}, windows of {args.window_size}, {args.device}; "
+    print(f"peak memory (MiB), {args.model} {args.n_layer}x{args.n_embd}, windows of {args.window_size}, {args.device}; "
           f"ratio: to {args.windows[0]} window(s) with the same checkpointing")
     print("step = one forward + backward above the model; training = the whole process above the interpreter through "
           "two AdamW steps")

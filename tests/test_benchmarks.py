@@ -51,22 +51,23 @@ def test_ndr_ctl_harness_trains_both_models_and_reports_the_best_validation_chec
         assert 0.0 <= best["test"]["all"] <= 1.0
 
 
-def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path):
+@pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("roberta", "plain RoBERTa")])
+def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, model, plain):
     import json
 
     import recurrence_memory
 
     output = tmp_path / "memory.json"
     results = recurrence_memory.main(
-        ["--windows", "1", "3", "--window-size", "16", "--n-layer", "3", "--n-embd", "32", "--n-head", "2",
-         "--vocab-size", "100", "--max-plain-windows", "1", "--throughput-windows", "2", "--repeats", "1",
-         "--json", str(output)]
+        ["--model", model, "--windows", "1", "3", "--window-size", "16", "--n-layer", "3", "--n-embd", "32",
+         "--n-head", "2", "--vocab-size", "100", "--max-plain-windows", "1", "--throughput-windows", "2",
+         "--repeats", "1", "--json", str(output)]
     )
     assert sorted(results["peak_bytes"]) == ["1,0", "1,1", "3,1"]  # no plain run past --max-plain-windows
     assert all(set(v) == {"step", "training"} for v in results["peak_bytes"].values())
     # the whole training footprint holds the step and more (a tiny model may not raise the peak RSS at all)
     assert all(v["training"] >= v["step"] >= 0 for v in results["peak_bytes"].values())
-    assert set(results["tokens_per_second"]) == {"recurrent", "plain GPT-2"} and results["ratio"] > 0
+    assert set(results["tokens_per_second"]) == {"recurrent", plain} and results["ratio"] > 0
     saved = json.loads(output.read_text())
     assert saved["peak_bytes"] == results["peak_bytes"] and saved["ratio"] == results["ratio"]
 

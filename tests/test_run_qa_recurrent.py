@@ -50,3 +50,28 @@ def test_disjoint_baseline_runs_with_window_checkpointing(tmp_path, monkeypatch)
                                               "--gradient_checkpointing"))
     assert metrics["eval_samples"] == 6 and 0.0 <= metrics["eval_f1"] <= 100.0
     assert not AutoModelForQuestionAnswering.from_pretrained(tmp_path / "out").config.use_recurrence
+
+
+def test_hub_config_holds_the_papers_settings_and_applies_to_a_roberta_checkpoint(tmp_path):
+    import torch
+    from transformers import AutoConfig, RobertaForMaskedLM
+
+    folder = Path(__file__).resolve().parents[1] / "hub_configs" / "roberta-recurrent-hotpotqa"
+    config = AutoConfig.from_pretrained(folder)
+    assert (config.model_type, config.insertion_layer, config.recurrence_hidden_size, config.recurrence_pooling,
+            config.num_hidden_layers, config.hidden_size, config.max_position_embeddings) == \
+        ("roberta_recurrent", 2, 768, "last_layer", 12, 768, 514)
+    recipe = config.training_hyperparameters
+    assert (recipe["learning_rate"], recipe["epochs"], recipe["max_train_samples"]) == (2e-5, 4, 30000)
+    torch.manual_seed(0)
+    roberta = RobertaForMaskedLM(RobertaConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                               intermediate_size=64, max_position_embeddings=66, vocab_size=50))
+    roberta.save_pretrained(tmp_path / "roberta")
+    arguments = run_qa_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "roberta"), config_name=str(folder),
+                                                use_recurrence=False)
+    model = run_qa_recurrent.load_model(arguments, tokenizer=None)
+    assert (model.config.insertion_layer, model.config.recurrence_hidden_size, model.config.use_recurrence,
+            model.config.hidden_size) == (2, 768, False, 32)
+    for key, value in roberta.roberta.state_dict().items():
+        if not key.startswith("pooler."):
+            torch.testing.assert_close(model.roberta.state_dict()[key], value, rtol=0, atol=0)

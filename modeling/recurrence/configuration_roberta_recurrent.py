@@ -16,8 +16,9 @@ class RobertaWithRecurrenceConfig(RobertaConfig):
 
     Args:
         insertion_layer (`int`, defaults to 2): l_ins, the (0-based) layer whose self-attention gets h_prev (paper: 2).
-        recurrence_hidden_size (`int`, defaults to 768), recurrence_num_hidden_layers (`int`, defaults to 2): the
-            network from z to h_prev: this many ReLU hidden layers of this width (paper: a 2-layer MLP of width 768).
+        recurrence_hidden_size (`int`, defaults to 768), recurrence_num_hidden_layers (`int`, defaults to 1): the
+            network from z to h_prev: this many ReLU hidden layers of this width. The paper's "2 layer,
+            768-dimensional hidden layer MLP" is read as two linear layers around one hidden layer of 768.
         recurrence_pooling (`str`, defaults to "last_layer"): "last_layer" (paper, §5.4: mean of the final layer) or
             "layer_weighted" (Eq. 1, as in the GPT-2 models).
         use_recurrence (`bool`, defaults to True): False is the disjoint baseline of Table 3: the same windows, each
@@ -32,7 +33,7 @@ class RobertaWithRecurrenceConfig(RobertaConfig):
         self,
         insertion_layer=2,
         recurrence_hidden_size=768,
-        recurrence_num_hidden_layers=2,
+        recurrence_num_hidden_layers=1,
         recurrence_pooling="last_layer",
         use_recurrence=True,
         num_answer_types=3,
