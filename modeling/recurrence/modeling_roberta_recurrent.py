@@ -172,8 +172,9 @@ class RobertaWithRecurrenceForQuestionAnswering(RobertaPreTrainedModel):
             cls_states.append(cls_state)
             h_prev = next_h_prev
         start_logits, end_logits = torch.stack(starts, dim=1), torch.stack(ends, dim=1)
-        cls_states = torch.stack(cls_states, dim=1).masked_fill(~real_windows[..., None], torch.finfo(start.dtype).min)
-        pooled = cls_states.max(dim=1).values  # max over the example's windows
+        lowest = torch.finfo(start_logits.dtype).min
+        cls_states = torch.stack(cls_states, dim=1).masked_fill(~real_windows[..., None], lowest)
+        pooled = cls_states.max(dim=1).values  # max over the example's own windows
         answer_type_logits = self.answer_type_classifier(self.answer_type_dropout(pooled))
 
         loss = None
