@@ -15,7 +15,9 @@ Local files in HotpotQA's official JSON format instead of the Hub: `--train_file
 with the question and a separator, consecutive context pieces sharing `--doc_stride` tokens (lengthgen.data.hotpotqa).
 The recipe of §5.4 is the default: learning rate 2e-5, 4 epochs, 30,000 random training questions
 (`--max_train_samples`). Evaluation decodes "yes" / "no" from the answer-type classifier or the best span over all
-windows, and scores it with the official answer normalisation (`data/metrics/hotpotqa_answer`).
+windows, and scores it with the official answer normalisation (`data/metrics/hotpotqa_answer`): overall, by the
+number of windows the question needed (`eval_f1_windows_3`, ...: how the score holds up as contexts get longer) and
+by answer type (`eval_f1_span`, `eval_f1_yes`, `eval_f1_no`).
 """
 
 import json
@@ -42,7 +44,7 @@ from transformers import (
 )
 from transformers.trainer_utils import get_last_checkpoint
 
-from lengthgen.data.hotpotqa import HOTPOTQA_ANSWER, decode_answer, load_hotpotqa, prepare_windows
+from lengthgen.data.hotpotqa import ANSWER_TYPES, HOTPOTQA_ANSWER, decode_answer, load_hotpotqa, prepare_windows
 from lengthgen.modeling import RobertaWithRecurrenceConfig, RobertaWithRecurrenceForQuestionAnswering
 
 logger = logging.getLogger(__name__)
@@ -117,7 +119,7 @@ class HotpotQATrainer(Trainer):
         self.answer_metric = evaluate.load(HOTPOTQA_ANSWER)
 
     def predict_answers(self, features) -> list[dict]:
-        """`{"id", "prediction", "answer"}` per question of this process's share, in order."""
+        """`{"id", "prediction", "answer", "windows", "answer_type"}` per question of this process's share."""
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()
@@ -133,7 +135,8 @@ class HotpotQATrainer(Trainer):
                 prediction = decode_answer(out.start_logits[i].float().cpu(), out.end_logits[i].float().cpu(),
                                            out.answer_type_logits[i].float().cpu(), feature["offsets"],
                                            feature["context"], self.max_answer_length)
-                results.append({"id": feature["id"], "prediction": prediction, "answer": feature["answer"]})
+                results.append({"id": feature["id"], "prediction": prediction, "answer": feature["answer"],
+                                "windows": len(feature["input_ids"]), "answer_type": feature["answer_types"]})
         model.train(was_training)
         return results
 
@@ -143,10 +146,16 @@ class HotpotQATrainer(Trainer):
         results = self.predict_answers(features)
         if self.args.world_size > 1:
             results = gather_object(results)
-        scores = self.answer_metric.compute(predictions=[r["prediction"] for r in results],
-                                            references=[r["answer"] for r in results])
-        metrics = {f"{metric_key_prefix}_{k}": v for k, v in scores.items()}
-        metrics[f"{metric_key_prefix}_samples"] = len(results)
+        metrics = {}
+        buckets = {"": results}  # all, then by the number of windows (context length) and by the answer type
+        for r in results:
+            buckets.setdefault(f"_windows_{r['windows']}", []).append(r)
+            buckets.setdefault(f"_{ANSWER_TYPES[r['answer_type']]}", []).append(r)
+        for suffix, rows in sorted(buckets.items()):
+            scores = self.answer_metric.compute(predictions=[r["prediction"] for r in rows],
+                                                references=[r["answer"] for r in rows])
+            metrics.update({f"{metric_key_prefix}_{k}{suffix}": v for k, v in scores.items()})
+            metrics[f"{metric_key_prefix}_samples{suffix}"] = len(rows)
         metrics[f"{metric_key_prefix}_runtime"] = round(time.time() - start_time, 4)
         self.last_predictions = results
         self.log(metrics)

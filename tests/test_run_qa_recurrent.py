@@ -37,6 +37,8 @@ def test_recurrent_model_overfits_a_handful_of_questions(tmp_path, monkeypatch):
     metrics = run_qa_recurrent.main(arguments(tmp_path, path, "--learning_rate", "3e-3", "--max_steps", "150",
                                               "--warmup_steps", "10", "--lr_scheduler_type", "constant_with_warmup"))
     assert metrics["eval_f1"] == pytest.approx(100.0) and metrics["eval_exact_match"] == pytest.approx(100.0)
+    assert metrics["eval_f1_yes"] == metrics["eval_f1_no"] == metrics["eval_f1_span"] == pytest.approx(100.0)
+    assert any(key.startswith("eval_f1_windows_") for key in metrics)
     predictions = json.loads((tmp_path / "out" / "predictions.json").read_text())
     assert predictions == {"q0": "Gustave Eiffel", "q1": "yes", "q2": "no", "q3": "Lake Geneva"}
     model = AutoModelForQuestionAnswering.from_pretrained(tmp_path / "out")
@@ -49,6 +51,12 @@ def test_disjoint_baseline_runs_with_window_checkpointing(tmp_path, monkeypatch)
     metrics = run_qa_recurrent.main(arguments(tmp_path, path, "--use_recurrence", "False", "--max_steps", "2",
                                               "--gradient_checkpointing"))
     assert metrics["eval_samples"] == 6 and 0.0 <= metrics["eval_f1"] <= 100.0
+    # buckets by the number of windows partition the questions: their F1s average to the overall one
+    buckets = [k.rsplit("_", 1)[1] for k in metrics if k.startswith("eval_f1_windows_")]
+    counts = [metrics[f"eval_samples_windows_{n}"] for n in buckets]
+    assert sum(counts) == 6
+    weighted = sum(metrics[f"eval_f1_windows_{n}"] * c for n, c in zip(buckets, counts)) / 6
+    assert weighted == pytest.approx(metrics["eval_f1"])
     assert not AutoModelForQuestionAnswering.from_pretrained(tmp_path / "out").config.use_recurrence
 
 
