@@ -269,7 +269,7 @@ def main(argv=None):
         dataset = documents[split]
         if limit is not None:
             dataset = dataset.take(limit)
-        columns = list(dataset.column_names or ["text", "name"])
+        columns = dataset.column_names or list(next(iter(dataset)))  # a streamed JSON file may not know them yet
         dataset = dataset.map(tokenize_documents, batched=True, remove_columns=columns,
                               fn_kwargs={"tokenizer": tokenizer, "max_tokens": max_tokens})
         return dataset.filter(lambda row: row["num_tokens"] > 0)
