@@ -147,6 +147,10 @@ def test_generate_continues_across_windows():
     assert torch.equal(generated, expected)
     short = model.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0)
     assert torch.equal(short, gpt2.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0))
+    padded = torch.ones_like(x[:, :3])
+    padded[0, 0] = 0
+    with pytest.raises(ValueError, match="without padding"):
+        model.generate(x[:, :3], attention_mask=padded, max_new_tokens=2, do_sample=False, pad_token_id=0)
 
 
 def test_flops_per_token_reproduces_tables_1_and_2():

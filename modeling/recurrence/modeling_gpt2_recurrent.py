@@ -146,9 +146,13 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
             layer_states.append(hidden)
         return self.transformer.ln_f(hidden), layer_states
 
-    def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, **kwargs):
+    def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, attention_mask=None, **kwargs):
         """`generate` feeds the whole prompt once, then one new token per step with the recurrent state, which holds
-        the unfinished window (so each step costs at most one window, and generation runs across windows)."""
+        the unfinished window (so each step costs at most one window, and generation runs across windows). Prompts
+        must be unpadded: a padded prompt would be continued after its padding."""
+        if recurrent_state is None and attention_mask is not None and not bool(attention_mask.bool().all()):
+            raise ValueError("generate takes prompts without padding (generate each prompt on its own): a padded "
+                             "prompt would be continued after its padding.")
         if recurrent_state is not None:
             input_ids = input_ids[:, -1:]
         return {"input_ids": input_ids, "recurrent_state": recurrent_state}
