@@ -21,7 +21,8 @@ Training (§5): every document is cut into runs of `--windows_per_example` windo
 reads with backpropagation through time (`--gradient_checkpointing` keeps only each window's bottleneck); Adam (AdamW
 with weight decay 0) with the learning rate warmed up linearly from 0 over 100 steps, then constant; 2 epochs;
 evaluation every `--eval_every_tokens` training tokens (paper: 2 million), keeping the best checkpoint by validation
-loss with `--load_best_model_at_end`. The paper chose learning rates per model on WikiText-103 and does not give them.
+loss with `--eval_strategy steps --load_best_model_at_end --metric_for_best_model loss`. The paper chose learning
+rates per model on WikiText-103 and does not give them.
 
 Evaluation reads each whole document window by window, as the model is used: a batch of documents is fed in chunks
 of `--eval_chunk_windows` windows with the recurrent state, so memory is bounded for book-length documents. Metrics:

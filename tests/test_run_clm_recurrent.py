@@ -170,6 +170,7 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
         "--output_dir", str(output), "--do_train", "--do_eval", "--do_predict", "--max_steps", "6",
         "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2", "--learning_rate", "1e-3",
         "--eval_every_tokens", "60", "--eval_overlaps", "2", "0", "--eval_chunk_windows", "2",
+        "--eval_strategy", "steps", "--load_best_model_at_end", "--metric_for_best_model", "loss",
         "--report_to", "none", "--seed", "0",
     ])
     model = AutoModelForCausalLM.from_pretrained(output).eval()
