@@ -3,7 +3,7 @@ Transformers", §3)."""
 
 from transformers import GPT2Config
 
-from .recurrence_module import POOLINGS
+from .recurrence_module import check_recurrence_fields
 
 
 class GPT2WithRecurrenceConfig(GPT2Config):
@@ -50,12 +50,8 @@ class GPT2WithRecurrenceConfig(GPT2Config):
             )
         if not 0 <= overlap < window_size:
             raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
-        if not 0 <= insertion_layer < self.n_layer:
-            raise ValueError(f"insertion_layer must lie in [0, n_layer={self.n_layer}), got {insertion_layer}")
-        if recurrence_num_hidden_layers < 0 or recurrence_hidden_size < 1:
-            raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
-        if recurrence_pooling not in POOLINGS:
-            raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
+        check_recurrence_fields(insertion_layer, self.n_layer, "n_layer", recurrence_hidden_size,
+                                recurrence_num_hidden_layers, recurrence_pooling)
         self.window_size = window_size
         self.overlap = overlap
         self.insertion_layer = insertion_layer

@@ -3,7 +3,7 @@ Recurrence to Pretrained Transformers", §5.4)."""
 
 from transformers import RobertaConfig
 
-from .recurrence_module import POOLINGS
+from .recurrence_module import check_recurrence_fields
 
 
 class RobertaWithRecurrenceConfig(RobertaConfig):
@@ -40,14 +40,8 @@ class RobertaWithRecurrenceConfig(RobertaConfig):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not 0 <= insertion_layer < self.num_hidden_layers:
-            raise ValueError(
-                f"insertion_layer must lie in [0, num_hidden_layers={self.num_hidden_layers}), got {insertion_layer}"
-            )
-        if recurrence_num_hidden_layers < 0 or recurrence_hidden_size < 1:
-            raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
-        if recurrence_pooling not in POOLINGS:
-            raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
+        check_recurrence_fields(insertion_layer, self.num_hidden_layers, "num_hidden_layers", recurrence_hidden_size,
+                                recurrence_num_hidden_layers, recurrence_pooling)
         if num_answer_types < 1:
             raise ValueError(f"num_answer_types must be >= 1, got {num_answer_types}")
         self.insertion_layer = insertion_layer

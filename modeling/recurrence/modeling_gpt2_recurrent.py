@@ -15,17 +15,15 @@ This file imports only torch, transformers and its own folder, so checkpoints lo
 """
 
 from dataclasses import dataclass
-from functools import partial
 
 import torch
-import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
-from .recurrence_module import RecurrenceModule
+from .recurrence_module import RecurrenceModule, WindowRecurrenceMixin, check_attention_mask, check_input_ids
 
 
 @dataclass
@@ -61,7 +59,7 @@ class RecurrentCausalLMOutput(ModelOutput):
     recurrent_state: RecurrentState | None = None
 
 
-class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
+class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationMixin):
     """GPT-2 language model reading any number of tokens in windows, with h_prev carried between windows."""
 
     config_class = GPT2WithRecurrenceConfig
@@ -75,18 +73,6 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
         self.recurrence = RecurrenceModule(config)
         self.gradient_checkpointing = False
         self.post_init()
-
-    def _set_gradient_checkpointing(self, enable: bool = True, gradient_checkpointing_func=None, **kwargs):
-        """Checkpoint whole windows (§3.2) rather than GPT-2's blocks: only each window's inputs, h_prev and loss stay
-        in memory. Always non-reentrant, which handles the first window (no input needs a gradient) and h_prev."""
-        self.gradient_checkpointing = enable
-        self._gradient_checkpointing_func = partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
-
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """GPT-2's initialisation, and `RecurrenceModule.initialize` for the recurrence module's parameters."""
-        super()._init_weights(module)
-        self.recurrence.initialize(module)
 
     @classmethod
     def from_pretrained_gpt2(cls, name_or_path: str, **recurrence_fields) -> "GPT2WithRecurrence":
@@ -112,15 +98,7 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
         self.lm_head = new_embeddings
 
     def _check_inputs(self, input_ids: torch.Tensor, recurrent_state: RecurrentState | None):
-        if input_ids is None or input_ids.dim() != 2:
-            shape = None if input_ids is None else tuple(input_ids.shape)
-            raise ValueError(f"input_ids must have shape (batch_size, sequence_length), got {shape}")
-        if input_ids.shape[0] == 0 or input_ids.shape[1] == 0:
-            raise ValueError(f"Empty input: input_ids has shape {tuple(input_ids.shape)}")
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= self.config.vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(f"Token id {bad} is outside the vocabulary [0, {self.config.vocab_size}).")
+        check_input_ids(input_ids, "batch_size, sequence_length", self.config.vocab_size)
         if recurrent_state is not None and recurrent_state.window_tokens is not None:
             if recurrent_state.window_tokens.shape[0] != input_ids.shape[0]:
                 raise ValueError(
@@ -203,11 +181,8 @@ class GPT2WithRecurrence(GPT2PreTrainedModel, GenerationMixin):
         self._check_inputs(input_ids, recurrent_state)
         if labels is not None and tuple(labels.shape) != tuple(input_ids.shape):
             raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(input_ids.shape)}")
+        check_attention_mask(attention_mask, input_ids)
         if attention_mask is not None:
-            if tuple(attention_mask.shape) != tuple(input_ids.shape):
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}"
-                )
             mask = attention_mask.bool()
             if (mask[:, 1:] & ~mask[:, :-1]).any():
                 raise ValueError("attention_mask must be 1s then 0s in every row: pad documents on the right.")

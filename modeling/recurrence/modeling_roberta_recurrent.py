@@ -17,17 +17,15 @@ This file imports only torch, transformers and its own folder, so checkpoints lo
 """
 
 from dataclasses import dataclass
-from functools import partial
 
 import torch
-import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 from transformers import RobertaModel, RobertaPreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_roberta_recurrent import RobertaWithRecurrenceConfig
-from .recurrence_module import RecurrenceModule
+from .recurrence_module import RecurrenceModule, WindowRecurrenceMixin, check_attention_mask, check_input_ids
 
 SPAN, YES, NO = 0, 1, 2  # answer types
 
@@ -46,7 +44,7 @@ class RecurrentQuestionAnsweringOutput(ModelOutput):
     answer_type_logits: torch.Tensor | None = None
 
 
-class RobertaWithRecurrenceForQuestionAnswering(RobertaPreTrainedModel):
+class RobertaWithRecurrenceForQuestionAnswering(WindowRecurrenceMixin, RobertaPreTrainedModel):
     """RoBERTa reading a question's windows in order, h_prev carried from each window to the next."""
 
     config_class = RobertaWithRecurrenceConfig
@@ -60,18 +58,6 @@ class RobertaWithRecurrenceForQuestionAnswering(RobertaPreTrainedModel):
         self.answer_type_classifier = nn.Linear(config.hidden_size, config.num_answer_types)
         self.gradient_checkpointing = False
         self.post_init()
-
-    def _set_gradient_checkpointing(self, enable: bool = True, gradient_checkpointing_func=None, **kwargs):
-        """Checkpoint whole windows (§3.2), as in GPT2WithRecurrence: only each window's inputs, h_prev and its small
-        outputs stay in memory; the window is recomputed in the backward pass. Always non-reentrant."""
-        self.gradient_checkpointing = enable
-        self._gradient_checkpointing_func = partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
-
-    @torch.no_grad()
-    def _init_weights(self, module):
-        """RoBERTa's initialisation, and `RecurrenceModule.initialize` for the recurrence module's parameters."""
-        super()._init_weights(module)
-        self.recurrence.initialize(module)
 
     @classmethod
     def from_pretrained_roberta(cls, name_or_path: str, **recurrence_fields):
@@ -89,20 +75,11 @@ class RobertaWithRecurrenceForQuestionAnswering(RobertaPreTrainedModel):
         return cls.from_pretrained(name_or_path, config=config)
 
     def _check_inputs(self, input_ids, attention_mask):
-        if input_ids is None or input_ids.dim() != 3:
-            shape = None if input_ids is None else tuple(input_ids.shape)
-            raise ValueError(f"input_ids must have shape (batch_size, num_windows, window_length), got {shape}")
-        if 0 in input_ids.shape:
-            raise ValueError(f"Empty input: input_ids has shape {tuple(input_ids.shape)}")
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= self.config.vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(f"Token id {bad} is outside the vocabulary [0, {self.config.vocab_size}).")
+        check_input_ids(input_ids, "batch_size, num_windows, window_length", self.config.vocab_size)
         positions = self.config.max_position_embeddings - self.config.pad_token_id - 1
         if input_ids.shape[2] > positions:
             raise ValueError(f"Windows of {input_ids.shape[2]} tokens exceed the model's {positions} positions.")
-        if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}")
+        check_attention_mask(attention_mask, input_ids)
 
     def run_window(self, window_ids: torch.Tensor, mask: torch.Tensor, h_prev: torch.Tensor | None) -> torch.Tensor:
         """RoBERTa on one window `(batch, length)` with h_prev as an extra key and value at layer l_ins; returns the
@@ -153,7 +130,7 @@ class RobertaWithRecurrenceForQuestionAnswering(RobertaPreTrainedModel):
         self._check_inputs(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = (input_ids != self.config.pad_token_id).long()
-        batch, num_windows, _ = input_ids.shape
+        num_windows = input_ids.shape[1]
         real_windows = attention_mask.bool().any(dim=-1)  # (batch, num_windows)
         if not real_windows[:, 0].all():
             raise ValueError("Every example needs a first window with tokens: is the context missing?")

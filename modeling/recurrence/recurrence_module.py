@@ -1,12 +1,66 @@
-"""The recurrence module shared by the GPT-2 and RoBERTa models with window-level recurrence (Hutchins et al., §3.1
-and §5.4): a pooled summary z of one window and the feed-forward network that maps it to h_prev, the extra key and
-value of the next window."""
+"""What the GPT-2 and RoBERTa models with window-level recurrence share (Hutchins et al., §3.1 and §5.4): the
+recurrence module (a pooled summary z of one window and the feed-forward network that maps it to h_prev, the extra
+key and value of the next window), whole-window gradient checkpointing and the recurrence module's initialisation
+(`WindowRecurrenceMixin`), and the checks of the recurrence config fields and of the inputs."""
+
+from functools import partial
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from transformers import initialization as init
 
 POOLINGS = ("layer_weighted", "last_layer")
+
+
+def check_recurrence_fields(insertion_layer: int, num_layers: int, layers_name: str, recurrence_hidden_size: int,
+                            recurrence_num_hidden_layers: int, recurrence_pooling: str) -> None:
+    """ValueError for a recurrence config field out of range; `layers_name` is the config's name for the number of
+    layers (GPT-2: n_layer, RoBERTa: num_hidden_layers)."""
+    if not 0 <= insertion_layer < num_layers:
+        raise ValueError(f"insertion_layer must lie in [0, {layers_name}={num_layers}), got {insertion_layer}")
+    if recurrence_num_hidden_layers < 0 or recurrence_hidden_size < 1:
+        raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
+    if recurrence_pooling not in POOLINGS:
+        raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
+
+
+def check_input_ids(input_ids: torch.Tensor | None, axes: str, vocab_size: int) -> None:
+    """ValueError unless `input_ids` has the named `axes` (e.g. "batch_size, sequence_length"), none of them empty,
+    and every id in the vocabulary."""
+    if input_ids is None or input_ids.dim() != len(axes.split(",")):
+        shape = None if input_ids is None else tuple(input_ids.shape)
+        raise ValueError(f"input_ids must have shape ({axes}), got {shape}")
+    if 0 in input_ids.shape:
+        raise ValueError(f"Empty input: input_ids has shape {tuple(input_ids.shape)}")
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"Token id {bad} is outside the vocabulary [0, {vocab_size}).")
+
+
+def check_attention_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> None:
+    if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}")
+
+
+class WindowRecurrenceMixin:
+    """For a `PreTrainedModel` with a `recurrence` module that reads its input window by window: gradient
+    checkpointing of whole windows (§3.2) instead of the backbone's layers, and the recurrence module's
+    initialisation after the backbone's. Put it before the `PreTrainedModel` base."""
+
+    def _set_gradient_checkpointing(self, enable: bool = True, gradient_checkpointing_func=None, **kwargs):
+        """Checkpoint whole windows: only each window's inputs, h_prev and its small outputs stay in memory; the
+        window is recomputed in the backward pass. Always non-reentrant, which handles the first window (no input
+        needs a gradient) and h_prev. The backbone's own layers are left alone."""
+        self.gradient_checkpointing = enable
+        self._gradient_checkpointing_func = partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """The backbone's initialisation, then `RecurrenceModule.initialize` for the recurrence module's parameters."""
+        super()._init_weights(module)
+        self.recurrence.initialize(module)
 
 
 class RecurrenceModule(nn.Module):
@@ -62,4 +116,11 @@ class RecurrenceModule(nn.Module):
                 init.zeros_(linear.bias)
 
 
-__all__ = ["POOLINGS", "RecurrenceModule"]
+__all__ = [
+    "POOLINGS",
+    "RecurrenceModule",
+    "WindowRecurrenceMixin",
+    "check_attention_mask",
+    "check_input_ids",
+    "check_recurrence_fields",
+]
