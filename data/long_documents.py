@@ -113,16 +113,18 @@ def _as_documents(source, corpus: str, streaming: bool):
 
 
 def first_books(dataset, count: int):
-    """The first `count` books alphabetically by file name (PG-19 subset of §5). The names are read in a first pass
-    over the name columns only; a streamed dataset yields the kept books in its own order."""
+    """The first `count` books alphabetically by file name (PG-19 subset of §5), read from the name columns only (the
+    texts of the other books are never loaded). A `Dataset` comes back in file-name order, like the paper's listing; a
+    streamed one yields the kept books in its own order."""
     key_columns = [c for c in ("name", "url") if c in dataset.column_names]
+    if not key_columns:
+        raise ValueError("A PG-19 row needs a `name` or a `url` column to order books by file name.")
     names = [pg19_book_name(row) for row in dataset.select_columns(key_columns)]
-    keep = set(sorted(names)[:count])
-    dataset = dataset.filter(lambda row: pg19_book_name(row) in keep)
-    if isinstance(dataset, datasets.Dataset):  # in file-name order, like the paper's listing
-        order = sorted(range(len(dataset)), key=lambda i: pg19_book_name(dataset[i]))
-        dataset = dataset.select(order)
-    return dataset
+    order = sorted(range(len(names)), key=names.__getitem__)[:count]
+    if isinstance(dataset, datasets.Dataset):
+        return dataset.select(order)
+    keep = {names[i] for i in order}
+    return dataset.filter(lambda row: pg19_book_name(row) in keep)
 
 
 def load_documents(
