@@ -22,7 +22,6 @@ gradient path; the counting filler keeps the benchmark within minutes.)
 import argparse
 import json
 import math
-import os
 import random
 import sys
 import tempfile

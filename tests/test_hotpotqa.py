@@ -47,8 +47,10 @@ def hotpot_fixture(count=6, seed=0):
     return rows
 
 
-def fixture_tokenizer(rows, folder):
-    texts = [row["question"] for row in rows] + [context_text(from_official_json_row(row))[0] for row in rows]
+def fixture_tokenizer(path, folder):
+    """A byte-level BPE RoBERTa tokenizer trained on the questions and contexts of the fixture file `path`."""
+    data = from_official_json(str(path))
+    texts = list(data["question"]) + [context_text(context)[0] for context in data["context"]]
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(texts, vocab_size=400, min_frequency=1,
                             special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
@@ -57,10 +59,6 @@ def fixture_tokenizer(rows, folder):
     tokenizer = RobertaTokenizer(vocab=os.path.join(folder, "vocab.json"), merges=os.path.join(folder, "merges.txt"))
     tokenizer.save_pretrained(folder)
     return tokenizer
-
-
-def from_official_json_row(row):
-    return {"title": [t for t, _ in row["context"]], "sentences": [s for _, s in row["context"]]}
 
 
 def write_fixture(tmp_path, count=6):
@@ -93,8 +91,8 @@ def test_max_train_samples_is_a_seeded_random_subset(tmp_path):
 @pytest.mark.parametrize("window, stride", [(48, 8), (64, 16), (40, 4)])
 def test_gold_spans_round_trip_through_the_windows(tmp_path, window, stride):
     """For every answerable example, one-hot logits at the gold tokens decode to exactly the answer text."""
-    rows, path = write_fixture(tmp_path)
-    tokenizer = fixture_tokenizer(rows, tmp_path / "tokenizer")
+    _, path = write_fixture(tmp_path)
+    tokenizer = fixture_tokenizer(path, tmp_path / "tokenizer")
     data = load_hotpotqa(data_files={"validation": str(path)})["validation"]
     features = data.map(prepare_windows, batched=True, remove_columns=data.column_names,
                         fn_kwargs={"tokenizer": tokenizer, "window_size": window, "doc_stride": stride})
@@ -127,8 +125,8 @@ def test_gold_spans_round_trip_through_the_windows(tmp_path, window, stride):
 
 
 def test_bad_input_raises_value_error(tmp_path):
-    rows, path = write_fixture(tmp_path, count=2)
-    tokenizer = fixture_tokenizer(rows, tmp_path / "tokenizer")
+    _, path = write_fixture(tmp_path, count=2)
+    tokenizer = fixture_tokenizer(path, tmp_path / "tokenizer")
     data = load_hotpotqa(data_files={"validation": str(path)})["validation"]
     with pytest.raises(ValueError, match="Question q0 has"):
         prepare_windows(data[:1], tokenizer, window_size=12, doc_stride=2)

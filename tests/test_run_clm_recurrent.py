@@ -157,11 +157,11 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
         texts = list(books.values())
     else:
         articles = write_wikitext(tmp_path / "wikitext")
-        files = [f"--{s}_file" if s != "valid" else "--validation_file" for s in ("train", "valid", "test")]
-        files = [x for flag, s in zip(files, ("train", "valid", "test"))
-                 for x in (flag, str(tmp_path / "wikitext" / f"wiki.{s}.raw"))]
+        raw = tmp_path / "wikitext"
+        files = ["--train_file", str(raw / "wiki.train.raw"), "--validation_file", str(raw / "wiki.valid.raw"),
+                 "--test_file", str(raw / "wiki.test.raw")]
         texts = list(articles.values())
-    tokenizer = tiny_setup(tmp_path, texts)
+    tiny_setup(tmp_path, texts)
     output = tmp_path / "out"
     metrics = run_clm_recurrent.main([
         "--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),

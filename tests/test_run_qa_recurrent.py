@@ -10,12 +10,12 @@ from transformers import AutoModelForQuestionAnswering, RobertaConfig
 from test_hotpotqa import fixture_tokenizer, write_fixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import run_qa_recurrent  # noqa: E402
+import run_qa_recurrent  # noqa: E402  (examples/ is not a package)
 
 
 def tiny_setup(tmp_path, count):
-    rows, path = write_fixture(tmp_path, count=count)
-    fixture_tokenizer(rows, tmp_path / "tokenizer")
+    _, path = write_fixture(tmp_path, count=count)
+    fixture_tokenizer(path, tmp_path / "tokenizer")
     RobertaConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
                   max_position_embeddings=66, hidden_dropout_prob=0.0,
                   attention_probs_dropout_prob=0.0).save_pretrained(tmp_path / "config")
