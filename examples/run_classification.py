@@ -40,6 +40,7 @@ import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classe
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
 from lengthgen.data.tokenization import word_tokenizer
+from lengthgen.release import record_run
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,13 @@ class DataArguments:
     max_eval_samples: int | None = field(default=None, metadata={"help": "Truncate every evaluation set."})
     eval_num_steps: int | None = field(
         default=None, metadata={"help": "Steps of the shared layer at evaluation (default: the model's)."}
+    )
+    eval_split: str | None = field(
+        default=None,
+        metadata={
+            "help": "Split evaluated during training, whose accuracy --metric_for_best_model reads (default: "
+            "'validation', the thesis's model-selection split, else the first split other than 'train')."
+        },
     )
 
 
@@ -165,7 +173,9 @@ def main(argv=None):
     with training_args.main_process_first(desc="tokenization"):
         train_dataset = featurize(splits["train"], data_args.max_train_samples) if training_args.do_train else None
         eval_features = {name: featurize(dataset) for name, dataset in eval_sets.items()}
-    first_eval = next(iter(eval_sets), None)
+    first_eval = data_args.eval_split or ("validation" if "validation" in eval_sets else next(iter(eval_sets), None))
+    if first_eval is not None and first_eval not in eval_sets:
+        raise ValueError(f"--eval_split {first_eval!r} is not an evaluation split; the dataset has {sorted(eval_sets)}.")
 
     trainer = Trainer(
         model=model,
@@ -202,6 +212,7 @@ def main(argv=None):
                 json.dump(all_metrics, f, indent=2)
 
     if training_args.should_save:
+        record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args, task="text-classification")
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,
             tasks="text-classification",

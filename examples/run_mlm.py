@@ -49,6 +49,7 @@ from lengthgen.data.masked_lm import (
     tokenize_masked_examples,
 )
 from lengthgen.data.tokenization import tokenizer_for_task
+from lengthgen.release import record_run
 
 logger = logging.getLogger(__name__)
 
@@ -273,6 +274,7 @@ def main(argv=None):
                 json.dump(all_metrics, f, indent=2)
 
     if training_args.should_save:
+        record_run(training_args.output_dir, "examples/run_mlm.py", argv, data_args, task="fill-mask")
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,
             tasks="fill-mask",

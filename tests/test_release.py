@@ -1,0 +1,131 @@
+"""lengthgen-release: a trained output directory -> a Hub-ready folder that loads and scores without lengthgen."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from huggingface_hub import HfApi, ModelCard
+
+from lengthgen.data.export import build, parse_param
+from lengthgen.release import ReleaseError, main, release
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import run_classification  # noqa: E402
+
+CTL_PARAMS = ["train_size=300", "validation_iid_size=20", "validation_size=40", "test_size=20"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny NDR trained for a few steps by run_classification.py, evaluated with more steps than it trained."""
+    output_dir = tmp_path_factory.mktemp("run") / "ndr-tiny"
+    metrics = run_classification.main(
+        ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
+         "--config_overrides", "hidden_size=32,intermediate_size=64,num_layers=3",
+         "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
+         "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "30", "--learning_rate", "3e-3",
+         "--per_device_train_batch_size", "32", "--eval_num_steps", "5", "--save_strategy", "no", "--use_cpu",
+         "--disable_tqdm", "true", "--report_to", "none"]
+    )
+    return output_dir, metrics
+
+
+def card_results(folder) -> dict:
+    """{(split, metric name): value} from the model-index YAML, parsed by huggingface_hub."""
+    card = ModelCard.load(os.path.join(folder, "README.md"))
+    return {(r.dataset_split, r.metric_name): r.metric_value for r in card.data.eval_results}
+
+
+def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp_path):
+    output_dir, metrics = trained
+    folder = release(str(output_dir), "someone/ndr-tiny", target=str(tmp_path / "ndr-tiny"))
+    names = set(os.listdir(folder))
+    assert {"config.json", "model.safetensors", "modeling_ndr.py", "configuration_ndr.py", "geometric_attention.py",
+            "tokenizer.json", "README.md"} <= names
+    assert not any(n.startswith(("checkpoint", "training_args", "trainer_state", "runs")) for n in names)
+    config = json.loads(open(os.path.join(folder, "config.json")).read())
+    assert config["auto_map"]["AutoModelForSequenceClassification"] == "modeling_ndr.NDRForSequenceClassification"
+    assert config["num_steps"] == 5 and config["num_layers"] == 3  # the card's numbers are at 5 steps
+    results = card_results(folder)
+    for split in ("validation", "test"):  # the card carries the Trainer's evaluation, rounded to 4 places
+        assert results[(split, "accuracy")] == pytest.approx(metrics[f"eval_{split}_accuracy"], abs=5e-5)
+    assert results[("test", "accuracy, difficulty 10")] == pytest.approx(metrics["eval_test_accuracy_d10"], abs=5e-5)
+    card = open(os.path.join(folder, "README.md")).read()
+    assert "python examples/run_classification.py --config_name" in card and "--eval_num_steps 5" in card
+
+    # score the validation split again in a process where lengthgen cannot be imported
+    rows = build("ctl", "backward", cache_dir=str(tmp_path / "cache"),
+                 **dict(parse_param(p) for p in CTL_PARAMS))[1]["validation"]
+    rows_file = tmp_path / "validation.jsonl"
+    rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, str(rows_file),
+         "--split", "validation", "--without-lengthgen"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["rows"] == 40 and report["measured"] == pytest.approx(metrics["eval_validation_accuracy"], abs=1e-9)
+
+
+def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypatch):
+    output_dir, metrics = trained
+    calls = []
+    monkeypatch.setenv("HF_TOKEN", "hf_offline_test_token")
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: calls.append(("create_repo", repo_id, kw)))
+
+    def fake_upload(self, repo_id, folder_path, **kw):
+        uploaded = tmp_path / "uploaded"
+        shutil.copytree(folder_path, uploaded)  # what the Hub would receive
+        calls.append(("upload_folder", repo_id, sorted(os.listdir(uploaded))))
+
+    monkeypatch.setattr(HfApi, "upload_folder", fake_upload)
+    folder = release(str(output_dir), "someone/ndr-tiny", target=str(tmp_path / "out"), push=True)
+    assert [c[:2] for c in calls] == [("create_repo", "someone/ndr-tiny"), ("upload_folder", "someone/ndr-tiny")]
+    assert calls[1][2] == sorted(os.listdir(folder))
+    assert {"model.safetensors", "modeling_ndr.py", "README.md", "tokenizer.json"} <= set(calls[1][2])
+    card = ModelCard.load(tmp_path / "uploaded" / "README.md")
+    assert card.data.model_name == "ndr-tiny" and card.data.pipeline_tag == "text-classification"
+    by_split = {r.dataset_split: r for r in card.data.eval_results if r.metric_name == "accuracy"}
+    assert set(by_split) == {"validation_iid", "validation", "test"}
+    assert by_split["validation"].dataset_type == "ctl" and by_split["validation"].dataset_config == "backward"
+    assert by_split["test"].metric_value == pytest.approx(metrics["eval_test_accuracy"], abs=5e-5)
+
+
+def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, capsys):
+    output_dir, _ = trained
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_results = tmp_path / "no_results"
+    shutil.copytree(output_dir, no_results)
+    os.remove(no_results / "all_results.json")
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "mine.txt").write_text("keep me")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr("lengthgen.release.hub_token", lambda: None)
+    uploads = []
+    monkeypatch.setattr(HfApi, "upload_folder", lambda self, **kw: uploads.append(kw))
+
+    cases = [
+        ([str(empty)], "holds no trained model: config.json and model.safetensors missing"),
+        ([str(no_results)], "has no results: all_results.json missing"),
+        ([str(output_dir), "--target", str(occupied)], "exists and is not empty"),
+        ([str(output_dir), "--push"], "--push needs a Hugging Face token"),
+    ]
+    for i, (args, message) in enumerate(cases):
+        target = [] if "--target" in args else ["--target", str(tmp_path / f"release{i}")]
+        with pytest.raises(SystemExit) as exit_info:
+            main([*args, "--repo-id", "someone/model", *target])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert not (tmp_path / f"release{i}").exists()
+    assert os.listdir(occupied) == ["mine.txt"] and uploads == []
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".release-")]
+    with pytest.raises(ReleaseError, match="ORG/NAME"):
+        release(str(output_dir), "no-slash", target=str(tmp_path / "x"))
