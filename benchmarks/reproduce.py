@@ -35,6 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from lengthgen.data.export import parse_param  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,90 +59,114 @@ class Preset:
     differences: str  # what differs from the paper, and why
     baseline: str | None = None
     dataset_params: list[str] = field(default_factory=list)
+    deeper: dict | None = None  # generating parameters of a test split deeper than any of the task's (NDR only)
 
 
-# NDR on CTL: the NDR CTL benchmark's recipe that learns on this CPU (64 wide, 1 head, lr 1e-3, batch 256, no
-# dropout), with the thesis's 14 steps in training and evaluation.
-_NDR_CTL = dict(
-    script="classification",
-    config="hub_configs/ndr-ctl",
-    dataset="ctl",
-    overrides="hidden_size=64,intermediate_size=128,hidden_dropout_prob=0.0,attention_query_dropout=0.0,gate_dropout=0.0",
-    training=[
-        "--per_device_train_batch_size", "256", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
-        "--weight_decay", "0.01", "--max_grad_norm", "5", "--max_steps", "12000", "--eval_steps", "500",
-        "--save_steps", "500",
-    ],
-    reference="thesis Table 5.1",
-    target=("test", "all", 0.95),
-    differences="d_model 64 (thesis 256), no dropout (0.1), batch 256 (512), lr 1e-3 constant (1.5e-4), 12K steps "
-    "(30K): the width and budget of a 2-core CPU; the 64-wide recipe is the one that learned CTL here "
-    "(docs/ndr.md).",
+def _ndr_task(dataset, ndr_config, transformer_config, overrides, training, deeper, reference, paper, differences,
+              dataset_config=None):
+    """The NDR preset of a task and its transformer baseline, trained with the same width, steps and budget."""
+    name = dataset.replace("_", "-") + (f"-{dataset_config}" if dataset_config else "")
+    common = dict(script="classification", dataset=dataset, dataset_config=dataset_config, training=training,
+                  reference=reference)
+    return {
+        f"ndr-{name}": Preset(
+            **common, config=ndr_config, overrides=overrides, paper={"test": {"all": paper[0]}},
+            target=("test", "all", 0.95 if dataset == "ctl" else 0.90), differences=differences, deeper=deeper,
+            baseline=f"transformer-{name}",
+        ),
+        f"transformer-{name}": Preset(
+            **common, config=transformer_config, paper={"test": {"all": paper[1]}}, target=("test", "all", 0.0),
+            overrides=overrides, baseline=f"ndr-{name}",
+            differences="The NDR's width, steps and budget beside it (the thesis tunes its baseline separately).",
+        ),
+    }
+
+
+def _nsp_task(task, paper, target):
+    """I-BERT on an NSP task with the paper's split, and BERT of the same size with the same budget."""
+    common = dict(
+        script="mlm", dataset="nsp_inductive", dataset_config=task,
+        overrides="hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
+        training=[
+            "--per_device_train_batch_size", "32", "--learning_rate", "1e-3", "--lr_decay_per_epoch", "0.97",
+            "--warmup_steps", "100", "--max_grad_norm", "1.0", "--num_train_epochs", "30", "--eval_steps", "2000",
+            "--save_steps", "1000", "--eval_train_samples", "1536",
+        ],
+        reference="I-BERT Figure 4",
+        differences="hidden 128, 4 layers, 4 heads (paper: BERT-base, Table 1), lr 1e-3 (3e-5, which does not move "
+        "a small model within a CPU budget), 30 epochs (50), warm-up 100 steps and clipping 1.0 (authors' code).",
+    )
+    return {
+        f"ibert-nsp-{task}": Preset(**common, config="hub_configs/ibert-nsp", paper=paper, target=target,
+                                    baseline=f"bert-nsp-{task}"),
+        f"bert-nsp-{task}": Preset(**common, config="hub_configs/bert-nsp-baseline",
+                                   paper={"validation": {"13": 0.0}} if task == "add" else {},
+                                   target=("validation", "13", 0.0), baseline=f"ibert-nsp-{task}"),
+    }
+
+
+# The NDR's recipe that learns CTL on this CPU (docs/ndr.md: 64 wide, one head, lr 1e-3, batch 256, no dropout),
+# with the thesis's 14 steps in training and evaluation.
+CTL_TRAINING = [
+    "--per_device_train_batch_size", "256", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
+    "--weight_decay", "0.01", "--max_grad_norm", "5", "--max_steps", "12000", "--eval_steps", "500",
+    "--save_steps", "500",
+]
+CTL_DIFFERENCES = (
+    "d_model 64 (thesis 256), no dropout (0.1), batch 256 (512), lr 1e-3 constant (1.5e-4), 12K steps (30K): the width "
+    "and budget of a 2-core CPU; the 64-wide recipe is the one that learned CTL here (docs/ndr.md)."
 )
-_TRANSFORMER_CTL = dict(
-    _NDR_CTL,
-    config="hub_configs/transformer-ctl",
-    overrides="hidden_size=64,intermediate_size=128,hidden_dropout_prob=0.0,attention_query_dropout=0.0,num_layers=14",
-    differences="Same width, steps and budget as the NDR run beside it (thesis: d_model 128, 11 layers, its own "
-    "tuned recipe).",
-)
-# I-BERT / BERT on NSP: the paper's split (train d = 2..12, validation 13..16), a small model and a higher learning
-# rate than the paper's base-size 3e-5, which does not move a 128-wide model within a CPU budget.
-_NSP = dict(
-    script="mlm",
-    config="hub_configs/ibert-nsp",
-    dataset="nsp_inductive",
-    dataset_config="add",
-    overrides="hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
-    training=[
-        "--per_device_train_batch_size", "32", "--learning_rate", "1e-3", "--lr_decay_per_epoch", "0.97",
-        "--warmup_steps", "100", "--max_grad_norm", "1.0", "--num_train_epochs", "30", "--eval_steps", "2000",
-        "--save_steps", "1000", "--eval_train_samples", "1536",
-    ],
-    reference="I-BERT Figure 4",
-    target=("validation", "13", 0.90),
-    differences="hidden 128, 4 layers, 4 heads (paper: BERT-base size), lr 1e-3 (3e-5), 30 epochs (50): the width "
-    "and budget of a 2-core CPU.",
-)
+# Arithmetic and ListOps at CPU scale: 128 wide, batch 128, lr 1e-3 (thesis: 256/512 wide, batch 512, 1.5e-4/2e-4,
+# 100K steps); ListOps tests with 24 steps after training with 20, as the thesis.
+DEPTH_TRAINING = [
+    "--per_device_train_batch_size", "128", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
+    "--weight_decay", "0.01", "--max_grad_norm", "1", "--max_steps", "15000", "--eval_steps", "1000",
+    "--save_steps", "1000",
+]
+DEPTH_OVERRIDES = "hidden_size=128,intermediate_size=256,num_attention_heads=4,hidden_dropout_prob=0.0,gate_dropout=0.0"
 
 PRESETS = {
-    "ndr-ctl-backward": Preset(
-        **{**_NDR_CTL, "dataset_config": "backward", "paper": {"test": {"all": 1.00}}},
-        baseline="transformer-ctl-backward",
+    **{
+        name: preset
+        for direction, transformer_paper in (("backward", 0.13), ("forward", 0.12))
+        for name, preset in _ndr_task(
+            "ctl", "hub_configs/ndr-ctl", "hub_configs/transformer-ctl",
+            "hidden_size=64,intermediate_size=128,hidden_dropout_prob=0.0,attention_query_dropout=0.0,"
+            "num_layers=14,gate_dropout=0.0",
+            CTL_TRAINING, {"test_depths": (11, 15)}, "thesis Table 5.1", (1.00, transformer_paper), CTL_DIFFERENCES,
+            dataset_config=direction,
+        ).items()
+    },
+    **_ndr_task(
+        "simple_arithmetic", "hub_configs/ndr-simple-arithmetic", "hub_configs/transformer-simple-arithmetic",
+        DEPTH_OVERRIDES + ",num_layers=15", DEPTH_TRAINING, {"test_depths": (9, 10)}, "thesis Table 5.3",
+        (0.98, 0.47), "128 wide (thesis 256), batch 128 (512), lr 1e-3 (1.5e-4), 15K steps (100K): a 2-core CPU.",
     ),
-    "transformer-ctl-backward": Preset(
-        **{**_TRANSFORMER_CTL, "dataset_config": "backward", "paper": {"test": {"all": 0.13}}},
-        baseline="ndr-ctl-backward",
+    **_ndr_task(
+        "listops", "hub_configs/ndr-listops", "hub_configs/transformer-listops",
+        DEPTH_OVERRIDES + ",num_layers=20", DEPTH_TRAINING + ["--eval_num_steps", "24"], {"test_depths": (9, 10)},
+        "thesis Table 5.4", (0.99, 0.74),
+        "128 wide (thesis 512), 4 heads (16), batch 128 (512), lr 1e-3 (2e-4), 15K steps (100K): a 2-core CPU.",
     ),
-    "ndr-ctl-forward": Preset(
-        **{**_NDR_CTL, "dataset_config": "forward", "paper": {"test": {"all": 1.00}}}, baseline="transformer-ctl-forward"
-    ),
-    "transformer-ctl-forward": Preset(
-        **{**_TRANSFORMER_CTL, "dataset_config": "forward", "paper": {"test": {"all": 0.12}}},
-        baseline="ndr-ctl-forward",
-    ),
-    "ibert-nsp-add": Preset(
-        **{**_NSP, "paper": {"validation": {"13": 0.92, "14": 0.81, "15": 0.66, "16": 0.36}}},
-        baseline="bert-nsp-add",
-    ),
-    "bert-nsp-add": Preset(
-        **{**_NSP, "config": "hub_configs/bert-nsp-baseline", "paper": {"validation": {"13": 0.0, "14": 0.0}},
-           "target": ("validation", "13", 0.0)},
-        baseline="ibert-nsp-add",
-    ),
+    **_nsp_task("add", {"validation": {"13": 0.92, "14": 0.81, "15": 0.66, "16": 0.36}}, ("validation", "13", 0.90)),
+    **_nsp_task("copy", {}, ("validation", "13", 0.90)),
+    **_nsp_task("reverse", {}, ("validation", "13", 0.90)),
 }
 
 
-def script_arguments(name: str, preset: Preset, output_dir: str, precision: str) -> list[str]:
-    """The example script's command line for this preset."""
-    args = [
+def script_arguments(name: str, preset: Preset, output_dir: str, precision: str, trained: bool = False) -> list[str]:
+    """The example script's command line for this preset; once `trained`, one that evaluates the trained model."""
+    model = ["--model_name_or_path", output_dir] if trained else [
         "--config_name", os.path.relpath(os.path.join(REPO_ROOT, preset.config)),
         "--config_overrides", preset.overrides,
+    ]
+    args = [
+        *model,
         "--dataset_name", preset.dataset,
         *(["--dataset_config_name", preset.dataset_config] if preset.dataset_config else []),
         *(["--dataset_param", *preset.dataset_params] if preset.dataset_params else []),
         "--output_dir", output_dir,
-        "--do_train", "--do_eval", "--use_cpu", "--seed", "0", "--dataloader_num_workers", "0",
+        *([] if trained else ["--do_train"]), "--do_eval", "--use_cpu", "--seed", "0", "--dataloader_num_workers", "0",
         "--eval_strategy", "steps", "--save_strategy", "steps", "--save_total_limit", "2",
         "--logging_steps", "100", "--per_device_eval_batch_size", "256", "--report_to", "tensorboard",
         *preset.training,
@@ -151,6 +176,20 @@ def script_arguments(name: str, preset: Preset, output_dir: str, precision: str)
     if precision == "bf16":
         args.append("--bf16")
     return args
+
+
+def training_finished(output_dir: str, preset: Preset) -> bool:
+    """True once the example script has finished training in `output_dir` (it writes trainer_state.json there at the
+    end; checkpoints hold their own). Resuming from the final checkpoint would train one step more than asked."""
+    state_file = os.path.join(output_dir, "trainer_state.json")
+    if not os.path.exists(state_file):
+        return False
+    with open(state_file) as f:
+        state = json.load(f)
+    training = preset.training
+    if "--max_steps" in training:
+        return state["global_step"] >= int(training[training.index("--max_steps") + 1])
+    return state["epoch"] >= float(training[training.index("--num_train_epochs") + 1]) - 1e-6
 
 
 def native_bf16() -> bool:
@@ -188,8 +227,9 @@ def train_range(preset: Preset) -> tuple[int, int]:
 
     builder = BUILDERS[preset.dataset]
     config = next(c for c in builder.BUILDER_CONFIGS if c.name in (preset.dataset_config, builder.DEFAULT_CONFIG_NAME))
-    depths = getattr(config, "train_depths", None) or getattr(config, "train_difficulties")
-    return tuple(depths)
+    params = dict(parse_param(p) for p in preset.dataset_params)
+    key = "train_depths" if hasattr(config, "train_depths") else "train_difficulties"
+    return tuple(params.get(key, getattr(config, key)))
 
 
 def plot(name: str, result: dict, baseline: dict | None, path: str):
@@ -228,7 +268,8 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
     if precision == "auto":
         precision = "bf16" if native_bf16() else "fp32"
     output_dir = os.path.join(output_root, name)
-    argv = script_arguments(name, preset, output_dir, precision)
+    trained = training_finished(output_dir, preset)
+    argv = script_arguments(name, preset, output_dir, precision, trained)
     if preset.script == "classification":
         import run_classification as script
     else:
@@ -239,9 +280,10 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
     os.makedirs(output_dir, exist_ok=True)
     wall_file = os.path.join(output_dir, "reproduce_wall_seconds.json")
     wall = json.load(open(wall_file)) if os.path.exists(wall_file) else []
-    wall.append(time.time() - start)
-    with open(wall_file, "w") as f:
-        json.dump(wall, f)
+    if not trained:  # the training sessions' wall time, resumptions included
+        wall.append(time.time() - start)
+        with open(wall_file, "w") as f:
+            json.dump(wall, f)
     with open(os.path.join(output_dir, "config.json")) as f:
         model_config = json.load(f)
     with open(os.path.join(output_dir, "trainer_state.json")) as f:
@@ -255,7 +297,7 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
         "reference": preset.reference,
         "command": f"python benchmarks/reproduce.py {name}",
         "script": f"examples/run_{preset.script}.py",
-        "script_arguments": argv,
+        "script_arguments": script_arguments(name, preset, output_dir, precision),
         "task": {"dataset": preset.dataset, "config": preset.dataset_config, "params": preset.dataset_params},
         "train_range": list(train_range(preset)),
         "model_config": model_config,
@@ -291,6 +333,48 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
     with open(os.path.join(output_dir, RUN_RECORD), "w") as f:
         json.dump({**record, "reproduce_command": result["command"]}, f, indent=2)
     return result
+
+
+NUM_STEPS = (14, 18, 24, 32)
+
+
+@torch.no_grad()
+def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR, steps=NUM_STEPS) -> dict:
+    """Accuracy of a trained NDR on problems deeper than any split (the preset's `deeper` test split, generated by
+    the builder), against the number of steps of the shared layer; stored in its results JSON."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    import lengthgen.modeling  # noqa: F401  (the NDR in this checkout, not the code copied into the output)
+    from lengthgen.data.export import load_splits
+
+    preset = PRESETS[name]
+    if not preset.deeper:
+        raise ValueError(f"{name} has no deeper test split (only NDR presets do).")
+    output_dir = os.path.join(output_root, name)
+    params = {**dict(parse_param(p) for p in preset.dataset_params), **preset.deeper}
+    rows = load_splits(preset.dataset, preset.dataset_config, params)["test"]
+    model = AutoModelForSequenceClassification.from_pretrained(output_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    labels = torch.tensor([model.config.label2id[t] for t in rows["target"]])
+    depths = torch.tensor(rows["difficulty"])
+    table = {}
+    for num_steps in steps:
+        predicted = torch.cat([
+            model(**tokenizer(rows["input"][i : i + 256], padding=True, return_tensors="pt"), num_steps=num_steps)
+            .logits.argmax(-1)
+            for i in range(0, len(rows), 256)
+        ])
+        correct = (predicted == labels).float()
+        table[str(num_steps)] = {"all": correct.mean().item(),
+                                 **{str(int(d)): correct[depths == d].mean().item() for d in depths.unique()}}
+        print(f"{name} num_steps {num_steps}: " + " ".join(f"{k} {v:.3f}" for k, v in table[str(num_steps)].items()))
+    result_file = os.path.join(results_dir, f"{name}.json")
+    with open(result_file) as f:
+        result = json.load(f)
+    result["num_steps_table"] = {"split": params, "trained_steps": model.config.num_layers, "accuracy": table}
+    with open(result_file, "w") as f:
+        json.dump(result, f, indent=2)
+    return table
 
 
 def results_table(results_dir: str = RESULTS_DIR) -> str:
@@ -332,6 +416,8 @@ def parse_args(argv=None):
     parser.add_argument("--table", action="store_true", help="print the Markdown table of docs/results/*.json")
     parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "outputs", "reproduce"))
     parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    parser.add_argument("--num-steps-table", action="store_true",
+                        help=f"after training, NDR accuracy on deeper problems at num_steps {NUM_STEPS}")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (two runs at once: 1 each)")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in PRESETS]
@@ -352,6 +438,8 @@ def main(argv=None):
     for name in args.names:
         result = reproduce(name, args.output_root, args.precision)
         print(json.dumps({"name": name, "accuracy": result["accuracy"], "target": result["target"]}, indent=1))
+        if args.num_steps_table:
+            num_steps_table(name, args.output_root)
 
 
 if __name__ == "__main__":

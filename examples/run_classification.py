@@ -212,7 +212,8 @@ def main(argv=None):
                 json.dump(all_metrics, f, indent=2)
 
     if training_args.should_save:
-        record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args, task="text-classification")
+        if training_args.do_train:  # how the model was trained, for lengthgen-release's model card
+            record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args, task="text-classification")
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,
             tasks="text-classification",

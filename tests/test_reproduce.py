@@ -1,0 +1,86 @@
+"""benchmarks/reproduce.py on tiny presets: results JSON and plot, resumption, the num_steps table."""
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+import reproduce  # noqa: E402
+
+TINY_CTL = ["train_size=300", "validation_iid_size=20", "validation_size=30", "test_size=20"]
+
+
+@pytest.fixture
+def tiny_presets(monkeypatch):
+    """The CTL NDR preset and its transformer baseline, tiny and a few steps long."""
+    presets = {}
+    for name in ("ndr-ctl-backward", "transformer-ctl-backward"):
+        preset = reproduce.PRESETS[name]
+        training = list(preset.training)
+        for flag, value in (("--max_steps", "6"), ("--eval_steps", "3"), ("--save_steps", "3"),
+                            ("--per_device_train_batch_size", "32")):
+            training[training.index(flag) + 1] = value
+        presets[name] = dataclasses.replace(
+            preset, training=training + ["--disable_tqdm", "true"], dataset_params=TINY_CTL,
+            overrides=preset.overrides + ",hidden_size=16,intermediate_size=32,num_layers=2",
+            deeper={"test_depths": (11, 12), "test_size": 40} if preset.deeper else None,
+        )
+    monkeypatch.setattr(reproduce, "PRESETS", presets)
+    return presets
+
+
+def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
+    results_dir, output_root = tmp_path / "results", tmp_path / "runs"
+    baseline = reproduce.reproduce("transformer-ctl-backward", str(output_root), "fp32", str(results_dir))
+    result = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
+    assert (results_dir / "ndr-ctl-backward.png").stat().st_size > 0
+    saved = json.loads((results_dir / "ndr-ctl-backward.json").read_text())
+    assert saved["training"]["steps"] == 6 and saved["train_range"] == [1, 5]
+    assert saved["model_config"]["num_layers"] == 2 and saved["model_config"]["attention_type"] == "geometric"
+    assert saved["hardware"]["threads"] >= 1 and saved["precision"] == "fp32"
+    # per-depth accuracy is the example script's evaluation, split by split
+    metrics = json.loads((output_root / "ndr-ctl-backward" / "all_results.json").read_text())
+    assert saved["accuracy"]["test"]["all"] == metrics["eval_test_accuracy"]
+    assert {d: saved["accuracy"]["validation"][str(d)] for d in (6, 7, 8)} == {
+        d: metrics[f"eval_validation_accuracy_d{d}"] for d in (6, 7, 8)}
+    # the baseline's numbers beside this run's, the target judged
+    assert saved["baseline"]["accuracy"] == baseline["accuracy"]
+    assert saved["target"]["reached"] == saved["accuracy"]["test"]["all"]
+    assert saved["target"]["met"] == (saved["accuracy"]["test"]["all"] >= 0.95)
+    assert [p["step"] for p in saved["learning_curve"] if "eval_accuracy" in p] == [3, 6]
+
+    # the same command again: nothing retrained, the same model evaluated again
+    run_dir = output_root / "ndr-ctl-backward"
+    again = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
+    assert again["training"]["steps"] == 6 and again["accuracy"] == result["accuracy"]
+    assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 1
+    record = json.loads((run_dir / "lengthgen_run.json").read_text())
+    assert record["reproduce_command"] == "python benchmarks/reproduce.py ndr-ctl-backward"
+    assert "--do_train" in record["command"] and "--config_overrides" in record["command"]  # the training command
+
+    # interrupted after the checkpoint at step 3: the same command trains steps 4-6 only
+    shutil.rmtree(run_dir / "checkpoint-6")
+    os.remove(run_dir / "trainer_state.json")
+    resumed = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
+    assert resumed["training"]["steps"] == 6
+    assert [p["step"] for p in resumed["learning_curve"] if "loss" in p] == [p["step"] for p in saved["learning_curve"] if "loss" in p]
+    assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 2
+
+    table = reproduce.results_table(str(results_dir))
+    assert "| ndr-ctl-backward | thesis Table 5.1 | test  |" in table and "1.00" in table
+
+    steps = reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(results_dir), steps=(2, 4))
+    assert set(steps) == {"2", "4"} and set(steps["4"]) == {"all", "11", "12"}
+    stored = json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"]
+    assert stored["accuracy"] == steps and stored["trained_steps"] == 2
+
+
+def test_unknown_preset_lists_the_valid_ones(capsys):
+    with pytest.raises(SystemExit):
+        reproduce.parse_args(["ndr-ctl-sideways"])
+    assert "ndr-ctl-backward" in capsys.readouterr().err
