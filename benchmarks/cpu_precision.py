@@ -56,7 +56,7 @@ def model_and_batches(name: str, batch_size: int, count: int, seed: int):
         data_args = script.DataArguments(dataset_name=preset.dataset, dataset_config_name=preset.dataset_config)
         tokenizer = script.load_tokenizer(args, data_args, splits)
         model = script.load_model(args, tokenizer)
-        encoded = tokenize_masked_examples({"input": rows["input"], "target": rows["target"]}, tokenizer)
+        encoded = tokenize_masked_examples({"input": list(rows["input"]), "target": list(rows["target"])}, tokenizer)
         features = [{k: encoded[k][i] for k in encoded} for i in range(len(rows))]
         from transformers import DataCollatorForTokenClassification as Collator
     collate = Collator(tokenizer)

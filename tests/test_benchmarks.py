@@ -33,22 +33,29 @@ def test_ndr_attention_harness_reports_time_and_memory_for_both_kinds():
         assert all(v > 0 for v in r["seconds"].values()) and r["peak_bytes"]["geometric"] > 0
 
 
-def test_ndr_ctl_harness_trains_both_models_and_reports_the_best_validation_checkpoint(tmp_path):
-    import json
+def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(monkeypatch):
+    """The harness itself on tiny versions of two presets (no timing assertion)."""
+    import dataclasses
 
-    import ndr_ctl_generalization
+    import cpu_precision
+    import reproduce
 
-    output = tmp_path / "ctl.json"
-    results = ndr_ctl_generalization.main(
-        ["--train-size", "600", "--hidden-size", "16", "--num-layers", "2", "--eval-num-steps", "3", "--steps", "4",
-         "--batch-size", "8", "--eval-every", "2", "--output", str(output)]
-    )
-    assert json.loads(output.read_text()) == results
-    for name in ("ndr", "transformer"):
-        best = results[name]
-        assert best["step"] in (2, 4)
-        assert set(best["test"]) == {"all", "9", "10"} and set(best["validation"]) == {"all", "6", "7", "8"}
-        assert 0.0 <= best["test"]["all"] <= 1.0
+    tiny = {
+        "ndr-ctl-backward": dataclasses.replace(
+            reproduce.PRESETS["ndr-ctl-backward"], overrides="hidden_size=16,intermediate_size=32,num_layers=2"),
+        "ibert-nsp-add": dataclasses.replace(
+            reproduce.PRESETS["ibert-nsp-add"],
+            overrides="hidden_size=16,num_hidden_layers=1,num_attention_heads=2,intermediate_size=32"),
+    }
+    monkeypatch.setattr(cpu_precision, "PRESETS", tiny)
+    results = cpu_precision.main(["--models", *tiny, "--batch-size", "4", "--repeats", "1", "--curve-steps", "4"])
+    for r in results["models"]:
+        seconds = r["seconds_per_step"]
+        assert set(seconds) == {"fp32", "bf16"} and r["bf16_over_fp32"] == seconds["bf16"] / seconds["fp32"]
+        assert set(r["curves"]) == {"fp32", "bf16", "fp32_seed1"} and all(len(c) == 4 for c in r["curves"].values())
+        assert r["final_loss"]["fp32"] == r["curves"]["fp32"][-1]  # the last quarter of 4 steps is one step
+        assert r["curves"]["fp32"][0] == pytest.approx(r["curves"]["bf16"][0], rel=0.05)  # same weights, same batch
+    assert results["hardware"]["native_bf16"] in (True, False)
 
 
 @pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("roberta", "plain RoBERTa")])

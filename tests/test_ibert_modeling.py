@@ -252,3 +252,26 @@ print("REMOTE_CODE_OK")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "REMOTE_CODE_OK" in result.stdout
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_trains_under_cpu_bf16_autocast_with_the_recurrence_in_fp32(cell):
+    """`--bf16` on CPU: the LSTM/GRU runs in fp32 (oneDNN lacks bf16 RNNs on CPUs without native bf16), so the
+    recurrent layer's output equals fp32 exactly and the logits stay within bf16 rounding of fp32."""
+    torch.manual_seed(0)
+    model = IBertForMaskedLM(tiny_config(recurrent_cell=cell)).eval()
+    input_ids, mask = batch()
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=mask).logits
+        embedded = model.ibert.embeddings.word_embeddings(input_ids)
+        lengths = mask.sum(-1)
+        rnn_fp32 = model.ibert.embeddings.recurrent_layer(embedded, lengths)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            rnn_autocast = model.ibert.embeddings.recurrent_layer(embedded, lengths)
+            logits = model(input_ids, attention_mask=mask).logits
+    assert rnn_autocast.dtype == torch.float32 and torch.equal(rnn_autocast, rnn_fp32)
+    assert logits.dtype == torch.bfloat16 and torch.allclose(logits.float(), expected, atol=0.1, rtol=0.05)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids, attention_mask=mask, labels=input_ids).loss
+    loss.backward()
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())

@@ -51,6 +51,11 @@ class IBertRecurrentLayer(nn.Module):
         self.backward_rnn = cell(config.hidden_size, config.hidden_size // 2, batch_first=True)
 
     def forward(self, hidden_states: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        if hidden_states.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # oneDNN has no bf16 LSTM/GRU on CPUs without native bf16 (it fails to build the primitive): under CPU
+            # autocast the recurrence runs in fp32, the attention layers above it in bf16.
+            with torch.autocast("cpu", enabled=False):
+                return self.forward(hidden_states.float(), lengths)
         forward = self.forward_rnn(hidden_states)[0]
         backward = reverse_padded(self.backward_rnn(reverse_padded(hidden_states, lengths))[0], lengths)
         return torch.cat([forward, backward], dim=-1)
