@@ -129,3 +129,37 @@ def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, 
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".release-")]
     with pytest.raises(ReleaseError, match="ORG/NAME"):
         release(str(output_dir), "no-slash", target=str(tmp_path / "x"))
+
+
+def test_masked_lm_release_scores_its_card_without_lengthgen(tmp_path):
+    """I-BERT through run_mlm.py: the card's sequence accuracy (whole masked number) is scored again from the folder."""
+    import run_mlm
+
+    params = ["train_size=64", "validation_size=24", "train_difficulties=[1,3]", "validation_difficulties=[4,5]"]
+    output_dir = tmp_path / "ibert-tiny"
+    metrics = run_mlm.main(
+        ["--config_name", os.path.join(REPO, "hub_configs/ibert-nsp"),
+         "--config_overrides", "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64",
+         "--dataset_name", "nsp_inductive", "--dataset_config_name", "copy", "--dataset_param", *params,
+         "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "40", "--learning_rate", "3e-3",
+         "--eval_train_samples", "32",
+         "--per_device_train_batch_size", "16", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true",
+         "--report_to", "none"]
+    )
+    folder = release(str(output_dir), "someone/ibert-tiny", target=str(tmp_path / "release"))
+    results = card_results(folder)
+    assert results[("validation", "sequence accuracy")] == pytest.approx(metrics["eval_validation_sequence_accuracy"], abs=5e-5)
+    assert ModelCard.load(os.path.join(folder, "README.md")).data.pipeline_tag == "fill-mask"
+    splits = build("nsp_inductive", "copy", cache_dir=str(tmp_path / "cache"), **dict(parse_param(p) for p in params))[1]
+    # the validation digits are unseen (accuracy 0 after 40 steps); the first 32 training rows are partly right
+    for split, rows in (("validation", splits["validation"]), ("train", splits["train"].select(range(32)))):
+        rows_file = tmp_path / f"{split}.jsonl"
+        rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
+        result = subprocess.run(
+            [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, str(rows_file),
+             "--split", split, "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["measured"] == pytest.approx(metrics[f"eval_{split}_sequence_accuracy"], abs=1e-9)
+    assert 0 < metrics["eval_train_sequence_accuracy"] < 1
