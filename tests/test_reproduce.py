@@ -75,7 +75,10 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     assert "| ndr-ctl-backward | thesis Table 5.1 | test  |" in table and "1.00" in table
 
     steps = reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(results_dir), steps=(2, 4))
-    assert set(steps) == {"2", "4"} and set(steps["4"]) == {"all", "11", "12"}
+    assert set(steps) == {"validation", "test", "deeper"} and set(steps["deeper"]) == {"2", "4"}
+    assert set(steps["deeper"]["4"]) == {"all", "11", "12"} and set(steps["test"]["2"]) == {"all", "9", "10"}
+    # the trained number of steps on the test split is the run's own evaluation of it
+    assert steps["test"]["2"]["all"] == pytest.approx(saved["accuracy"]["test"]["all"], abs=1e-6)
     stored = json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"]
     assert stored["accuracy"] == steps and stored["trained_steps"] == 2
 
