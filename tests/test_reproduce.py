@@ -52,6 +52,7 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     assert saved["baseline"]["accuracy"] == baseline["accuracy"]
     assert saved["target"]["reached"] == saved["accuracy"]["test"]["all"]
     assert saved["target"]["met"] == (saved["accuracy"]["test"]["all"] >= 0.95)
+    assert baseline["target"] is None  # a baseline has no target to meet
     assert [p["step"] for p in saved["learning_curve"] if "eval_accuracy" in p] == [3, 6]
 
     # the same command again: nothing retrained, the same model evaluated again
