@@ -248,15 +248,8 @@ def plot(name: str, result: dict, baseline: dict | None, path: str):
     for run, style in ((result, "o-"), (baseline, "s--")):
         if run is None:
             continue
-        points = sorted(
-            (int(d), acc)
-            for split, table in run["accuracy"].items()
-            if split != "train"
-            for d, acc in table.items()
-            if d != "all"
-        )
-        train_points = sorted((int(d), acc) for d, acc in run["accuracy"].get("train", {}).items() if d != "all")
-        points = sorted(dict(train_points + points).items())
+        # the splits' difficulties never overlap (generation asserts it): one line through all of them
+        points = sorted((int(d), acc) for table in run["accuracy"].values() for d, acc in table.items() if d != "all")
         ax.plot([p[0] for p in points], [p[1] for p in points], style, label=run["name"])
     for num_steps, color in zip(NUM_STEPS[1:], ("tab:green", "tab:purple", "tab:brown")):
         by_split = (result.get("num_steps_table") or {}).get("accuracy", {})
@@ -276,6 +269,15 @@ def plot(name: str, result: dict, baseline: dict | None, path: str):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def saved_result(results_dir: str, name: str | None) -> dict | None:
+    """A run's results JSON in `results_dir`, or None when that run has not been reproduced yet."""
+    path = os.path.join(results_dir, f"{name}.json")
+    if name is None or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def reproduce(name: str, output_root: str, precision: str, results_dir: str = RESULTS_DIR) -> dict:
@@ -335,10 +337,8 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
         "learning_curve": learning_curve(output_dir),
         "baseline": None,
     }
-    baseline = None
-    if preset.baseline and os.path.exists(os.path.join(results_dir, f"{preset.baseline}.json")):
-        with open(os.path.join(results_dir, f"{preset.baseline}.json")) as f:
-            baseline = json.load(f)
+    baseline = saved_result(results_dir, preset.baseline)
+    if baseline:
         result["baseline"] = {"name": preset.baseline, "accuracy": baseline["accuracy"]}
     os.makedirs(results_dir, exist_ok=True)
     with open(os.path.join(results_dir, f"{name}.json"), "w") as f:
@@ -395,9 +395,7 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
                                  "accuracy": table}
     with open(result_file, "w") as f:
         json.dump(result, f, indent=2)
-    baseline_file = os.path.join(results_dir, f"{preset.baseline}.json")
-    baseline = json.load(open(baseline_file)) if os.path.exists(baseline_file) else None
-    plot(name, result, baseline, os.path.join(results_dir, f"{name}.png"))
+    plot(name, result, saved_result(results_dir, preset.baseline), os.path.join(results_dir, f"{name}.png"))
     shutil.copy(os.path.join(results_dir, f"{name}.png"), os.path.join(output_dir, PLOT))
     return table
 
