@@ -1,28 +1,57 @@
 #!/usr/bin/env python
-"""Geometric attention vs. softmax attention (SDPA): forward + backward time and peak memory.
+"""Geometric attention against softmax attention (SDPA): time and peak memory, per call and end to end.
 
-Both take the same queries, keys and values (batch 8, 4 heads, d_head 32 by default) and return the attended values;
-geometric attention = scores -> `geometric_attention_weights` (Eq. 5.7-5.8, log space) -> weights @ values; softmax =
-`torch.nn.functional.scaled_dot_product_attention`. Times are medians of interleaved repetitions in this process,
-so a noisy machine slows both alike. Peak memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the
-torch profiler's allocation events.
+Attention mode (default): the same queries, keys and values (batch 8, 4 heads, d_head 32) through
+- geometric (fused): `geometric_attention`, the C++ kernel on CPU (no N x N tensor kept);
+- geometric (PyTorch): logits -> `geometric_attention_weights` -> weights @ values, the fallback path;
+- softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`;
+forward + backward, medians of interleaved repetitions in this process (a noisy machine slows all alike). Peak
+memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch profiler's allocation events. It is
+also given against the size of one fp32 score tensor (batch x heads x N x N x 4 bytes).
+
+End-to-end mode (`--end-to-end`): one NDR training step (forward + backward) at the hub configs' shapes (CTL: 16
+tokens, ListOps: 50 tokens) for the NDR (geometric attention, fused and PyTorch) against the same model with softmax
+attention and relative or absolute positions, and evaluation (forward only) at 256 and 1024 tokens.
 
     python benchmarks/ndr_attention.py                    # N = 16, 64, 256, 1024
+    python benchmarks/ndr_attention.py --end-to-end
     python benchmarks/ndr_attention.py --device cuda --dtype bfloat16
 """
 
 import argparse
+import contextlib
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 
-from lengthgen.modeling.ndr import geometric_attention_weights
+from lengthgen.modeling import NDRConfig, NDRForSequenceClassification
+from lengthgen.modeling.ndr import geometric_attention, geometric_attention_cpu, geometric_attention_weights
+
+HUB_CONFIGS = Path(__file__).resolve().parent.parent / "hub_configs"
+GEOMETRIC_MODULE = sys.modules["lengthgen.modeling.ndr.geometric_attention"]
 
 
-def geometric(q, k, v):
+@contextlib.contextmanager
+def pytorch_path():
+    """Run geometric attention on the PyTorch fallback, as on a machine without a compiler."""
+    load = GEOMETRIC_MODULE.load_cpu_kernel
+    GEOMETRIC_MODULE.load_cpu_kernel = lambda: None
+    try:
+        yield
+    finally:
+        GEOMETRIC_MODULE.load_cpu_kernel = load
+
+
+def fused(q, k, v):
+    return geometric_attention(q, k, v)
+
+
+def pytorch(q, k, v):
     return geometric_attention_weights(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5) @ v
 
 
@@ -30,7 +59,7 @@ def softmax(q, k, v):
     return F.scaled_dot_product_attention(q, k, v)
 
 
-KINDS = {"geometric": geometric, "softmax (SDPA)": softmax}
+KINDS = {"geometric (fused)": fused, "geometric (PyTorch)": pytorch, "softmax (SDPA)": softmax}
 
 
 def inputs(args, n):
@@ -39,24 +68,27 @@ def inputs(args, n):
     return [torch.randn(shape, generator=g).to(args.device, getattr(torch, args.dtype)).requires_grad_() for _ in range(3)]
 
 
-def step(fn, q, k, v):
-    fn(q, k, v).float().sum().backward()
-    if q.is_cuda:
+def synchronize(device):
+    if device == "cuda":
         torch.cuda.synchronize()
 
 
-def peak_memory_bytes(args, kind, n) -> int:
-    """Peak memory allocated by one forward + backward beyond its inputs: CUDA's allocator statistics, or on CPU the
-    running sum of the torch profiler's leaf allocation and free events."""
-    q, k, v = inputs(args, n)
-    if args.device == "cuda":
+def step(fn, q, k, v):
+    fn(q, k, v).float().sum().backward()
+    synchronize(q.device.type)
+
+
+def peak_memory_bytes(device, fn) -> int:
+    """Peak memory allocated while `fn()` runs beyond what existed before: CUDA's allocator statistics, or on CPU
+    the running sum of the torch profiler's leaf allocation and free events."""
+    if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        step(KINDS[kind], q, k, v)
+        fn()
         return torch.cuda.max_memory_allocated() - base
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-        step(KINDS[kind], q, k, v)
+        fn()
     events = sorted(
         (e for e in prof.events() if e.cpu_memory_usage and not e.cpu_children), key=lambda e: e.time_range.start
     )
@@ -67,28 +99,124 @@ def peak_memory_bytes(args, kind, n) -> int:
     return peak
 
 
+def interleaved_medians(functions: dict, warmup: int, repeats: int) -> dict:
+    times = {name: [] for name in functions}
+    for repeat in range(warmup + repeats):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            fn()
+            if repeat >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def measure(args):
     results = {}
     for n in args.lengths:
-        tensors = {kind: inputs(args, n) for kind in KINDS}
-        times = {kind: [] for kind in KINDS}
-        for repeat in range(args.warmup + args.repeats):
-            for kind, fn in KINDS.items():
-                q, k, v = tensors[kind]
-                start = time.perf_counter()
-                step(fn, q, k, v)
-                if repeat >= args.warmup:
-                    times[kind].append(time.perf_counter() - start)
-                q.grad = k.grad = v.grad = None
-        seconds = {kind: statistics.median(t) for kind, t in times.items()}
-        memory = {kind: peak_memory_bytes(args, kind, n) for kind in KINDS}
+        kinds = {kind: fn for kind, fn in KINDS.items() if not (kind == "geometric (PyTorch)" and n > args.pytorch_max)}
+        tensors = {kind: inputs(args, n) for kind in kinds}
+
+        def run(kind):
+            q, k, v = tensors[kind]
+            step(kinds[kind], q, k, v)
+            q.grad = k.grad = v.grad = None
+
+        seconds = interleaved_medians({kind: (lambda kind=kind: run(kind)) for kind in kinds}, args.warmup, args.repeats)
+        memory = {kind: peak_memory_bytes(args.device, lambda kind=kind: run(kind)) for kind in kinds}
+        score_bytes = args.batch_size * args.heads * n * n * 4
+        base = "softmax (SDPA)"
         results[n] = {
             "seconds": seconds,
             "peak_bytes": memory,
-            "time_ratio": seconds["geometric"] / seconds["softmax (SDPA)"],
-            "memory_ratio": memory["geometric"] / max(memory["softmax (SDPA)"], 1),
+            "fp32_score_tensor_bytes": score_bytes,
+            "time_ratio": {kind: seconds[kind] / seconds[base] for kind in kinds if kind != base},
+            "memory_over_score_tensor": {kind: memory[kind] / score_bytes for kind in kinds},
         }
     return results
+
+
+# ---- end to end: the NDR of the hub configs against its softmax variants ----
+
+SHAPES = {  # hub config, tokens, training batch (the papers' batch where it fits this machine's budget)
+    "ctl": ("ndr-ctl", 16, 128),
+    "listops": ("ndr-listops", 50, 32),
+}
+VARIANTS = {
+    "geometric (fused)": {},
+    "geometric (PyTorch)": {},
+    "softmax + relative": {"attention_type": "softmax", "position_encoding": "relative"},
+    "softmax + absolute": {"attention_type": "softmax", "position_encoding": "absolute"},
+}
+
+
+def ndr_model(hub_config: str, changes: dict) -> NDRForSequenceClassification:
+    config = NDRConfig.from_pretrained(HUB_CONFIGS / hub_config)
+    for key, value in changes.items():
+        if not hasattr(config, key):
+            raise ValueError(f"NDRConfig has no field {key!r}")
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    return NDRForSequenceClassification(config)
+
+
+def ndr_batch(config, n, batch_size):
+    g = torch.Generator().manual_seed(n)
+    input_ids = torch.randint(4, config.vocab_size, (batch_size, n), generator=g)
+    input_ids[:, 0], input_ids[:, -1] = config.bos_token_id, config.eos_token_id  # the classifier reads the end token
+    labels = torch.randint(0, config.num_labels, (batch_size,), generator=g)
+    return input_ids, torch.ones_like(input_ids), labels
+
+
+def variant_call(name, model, input_ids, mask, labels, train):
+    def call():
+        context = pytorch_path() if name == "geometric (PyTorch)" else contextlib.nullcontext()
+        with context:
+            if train:
+                model(input_ids, attention_mask=mask, labels=labels).loss.backward()
+                model.zero_grad(set_to_none=True)
+            else:
+                with torch.no_grad():
+                    model(input_ids, attention_mask=mask)
+
+    return call
+
+
+def measure_end_to_end(args):
+    results = {}
+    base = "softmax + relative"
+    for shape, (hub_config, n, batch_size) in SHAPES.items():
+        cases = [("train", n, batch_size)] + [("eval", length, args.eval_batch_size) for length in args.eval_lengths]
+        models = {name: ndr_model(hub_config, {**args.overrides, **changes}) for name, changes in VARIANTS.items()}
+        for mode, length, batch in cases:
+            variants = {
+                name: model for name, model in models.items()
+                if not (name == "geometric (PyTorch)" and length > args.pytorch_max)
+            }
+            for model in variants.values():
+                model.train(mode == "train")
+            input_ids, mask, labels = ndr_batch(models[base].config, length, batch)
+            calls = {
+                name: variant_call(name, model, input_ids, mask, labels, mode == "train") for name, model in variants.items()
+            }
+            repeats = args.end_to_end_repeats if length <= 256 else 1
+            seconds = interleaved_medians(calls, warmup=1, repeats=repeats)
+            results[f"{shape} {mode} N={length} batch={batch}"] = {
+                "seconds": seconds,
+                "ratio_to_softmax_relative": {name: s / seconds[base] for name, s in seconds.items()},
+            }
+    return results
+
+
+def overrides(text: str) -> dict:
+    """'num_layers=2,hidden_size=32' -> {'num_layers': 2, 'hidden_size': 32} (values read as JSON where they parse)."""
+    changes = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            changes[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            changes[key.strip()] = value
+    return changes
 
 
 def main(argv=None):
@@ -99,22 +227,43 @@ def main(argv=None):
     parser.add_argument("--head-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--pytorch-max", type=int, default=1024, help="longest N run on the PyTorch path")
+    parser.add_argument("--end-to-end", action="store_true", help="NDR training and evaluation steps instead")
+    parser.add_argument("--eval-lengths", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--eval-batch-size", type=int, default=4)
+    parser.add_argument("--end-to-end-repeats", type=int, default=5)
+    parser.add_argument("--overrides", type=overrides, default={},
+                        help="end to end: config changes for every variant, e.g. num_layers=2,hidden_size=32")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
-    results = measure(args)
-    print(f"forward + backward, batch {args.batch_size}, {args.heads} heads, d_head {args.head_size}, "
-          f"{args.device} {args.dtype}, median of {args.repeats}")
-    print(f"{'N':>6} {'geometric ms':>13} {'softmax ms':>11} {'time ratio':>11} {'geometric MiB':>14} "
-          f"{'softmax MiB':>12} {'memory ratio':>13}")
-    for n, r in results.items():
-        s, m = r["seconds"], r["peak_bytes"]
-        print(f"{n:>6} {s['geometric'] * 1e3:>13.2f} {s['softmax (SDPA)'] * 1e3:>11.2f} {r['time_ratio']:>10.2f}x "
-              f"{m['geometric'] / 2**20:>14.1f} {m['softmax (SDPA)'] / 2**20:>12.1f} {r['memory_ratio']:>12.1f}x")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    kernel = args.device == "cpu" and geometric_attention_cpu.load() is not None
+    print(f"fused CPU kernel: {'built' if kernel else 'not available (the fused rows run the PyTorch path)'}; "
+          f"{torch.get_num_threads()} threads")
+    if args.end_to_end:
+        results = measure_end_to_end(args)
+        print("NDR step time (s), median; ratio to softmax + relative")
+        for case, r in results.items():
+            row = "  ".join(f"{name} {s:.3f} ({r['ratio_to_softmax_relative'][name]:.2f}x)" for name, s in r["seconds"].items())
+            print(f"{case}: {row}")
+    else:
+        results = measure(args)
+        print(f"forward + backward, batch {args.batch_size}, {args.heads} heads, d_head {args.head_size}, "
+              f"{args.device} {args.dtype}, median of {args.repeats}; memory in MiB (x one fp32 score tensor)")
+        for n, r in results.items():
+            cells = []
+            for kind, s in r["seconds"].items():
+                ratio = f" = {r['time_ratio'][kind]:.2f}x SDPA" if kind in r["time_ratio"] else ""
+                mib = r["peak_bytes"][kind] / 2**20
+                cells.append(f"{kind} {s * 1e3:.2f} ms{ratio}, {mib:.1f} MiB ({r['memory_over_score_tensor'][kind]:.2f}x)")
+            print(f"N={n}: " + "; ".join(cells))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=2)
+            json.dump({"args": vars(args), "fused_kernel": kernel, "results": results}, f, indent=2)
     return results
 
 

@@ -10,7 +10,14 @@ from transformers import (
 )
 
 from .ibert import IBertConfig, IBertForMaskedLM, IBertForSequenceClassification, IBertModel, IBertPreTrainedModel
-from .ndr import NDRConfig, NDRForSequenceClassification, NDRModel, NDRPreTrainedModel, geometric_attention_weights
+from .ndr import (
+    NDRConfig,
+    NDRForSequenceClassification,
+    NDRModel,
+    NDRPreTrainedModel,
+    geometric_attention,
+    geometric_attention_weights,
+)
 from .recurrence import (
     GPT2WithRecurrence,
     GPT2WithRecurrenceConfig,
@@ -47,5 +54,6 @@ __all__ = [
     "RobertaWithRecurrenceConfig",
     "RobertaWithRecurrenceForQuestionAnswering",
     "flops_per_token",
+    "geometric_attention",
     "geometric_attention_weights",
 ]

@@ -22,15 +22,33 @@ def test_throughput_harness_runs_every_model_at_every_length(padded):
         assert all(v > 0 for v in r["sequences_per_second"].values())
 
 
-def test_ndr_attention_harness_reports_time_and_memory_for_both_kinds():
+def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
     import ndr_attention
 
     results = ndr_attention.main(["--lengths", "8", "16", "--batch-size", "1", "--heads", "2", "--head-size", "8",
                                   "--repeats", "1", "--warmup", "0"])
     assert sorted(results) == [8, 16]
+    kinds = {"geometric (fused)", "geometric (PyTorch)", "softmax (SDPA)"}
+    for n, r in results.items():
+        assert set(r["seconds"]) == set(r["peak_bytes"]) == kinds
+        assert set(r["time_ratio"]) == kinds - {"softmax (SDPA)"}
+        assert all(v > 0 for v in r["seconds"].values()) and r["peak_bytes"]["geometric (PyTorch)"] > 0
+        assert r["fp32_score_tensor_bytes"] == 1 * 2 * n * n * 4
+
+
+def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
+    import ndr_attention
+
+    results = ndr_attention.main(["--end-to-end", "--overrides", "num_layers=2,hidden_size=16,intermediate_size=32",
+                                  "--eval-lengths", "40", "--eval-batch-size", "1", "--end-to-end-repeats", "1"])
+    assert sorted(results) == sorted(
+        ["ctl train N=16 batch=128", "ctl eval N=40 batch=1", "listops train N=50 batch=32", "listops eval N=40 batch=1"]
+    )
     for r in results.values():
-        assert set(r["seconds"]) == set(r["peak_bytes"]) == {"geometric", "softmax (SDPA)"}
-        assert all(v > 0 for v in r["seconds"].values()) and r["peak_bytes"]["geometric"] > 0
+        assert set(r["seconds"]) == set(ndr_attention.VARIANTS)
+        assert r["ratio_to_softmax_relative"]["softmax + relative"] == 1.0
+    with pytest.raises(ValueError, match="no field"):
+        ndr_attention.main(["--end-to-end", "--overrides", "num_layer=2"])
 
 
 def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(monkeypatch):

@@ -111,3 +111,142 @@ def test_bad_shapes_raise():
         geometric_attention_weights(torch.zeros(3, 3), torch.ones(3))
     with pytest.raises(ValueError, match="positions"):
         geometric_attention_weights(torch.zeros(3, 3), torch.ones(4, dtype=torch.bool))
+
+
+# ---- geometric_attention: A @ value from queries and keys, fused C++ kernel on CPU or the PyTorch path ----
+
+import sys  # noqa: E402
+
+from lengthgen.modeling.ndr import geometric_attention_cpu  # noqa: E402
+from lengthgen.modeling.ndr.geometric_attention import geometric_attention  # noqa: E402
+
+geometric_module = sys.modules["lengthgen.modeling.ndr.geometric_attention"]  # the package's name is the function
+
+
+def direct_geometric_attention_output(query, key, value, mask=None, normalize=False, bias=None, scale=1.0):
+    """Logits written out (scale q.k plus the direction bias by side), then the loops above, then A @ value."""
+    logits = scale * query.double() @ key.double().transpose(-1, -2)
+    if bias is not None:
+        n = logits.shape[-1]
+        for i in range(n):
+            for j in range(n):
+                logits[..., i, j] += bias[..., i, 0 if j >= i else 1].double()
+    if mask is not None:
+        mask = mask.expand(*logits.shape[:-2], logits.shape[-1])
+    return direct_geometric_attention(logits, mask, normalize) @ value.double()
+
+
+@pytest.fixture(params=["fused", "pytorch"])
+def path(request, monkeypatch):
+    """Run a test on the fused kernel and on the PyTorch fallback (as with no compiler, or LENGTHGEN_FUSED_GEOMETRIC=0)."""
+    if request.param == "pytorch":
+        monkeypatch.setattr(geometric_module, "load_cpu_kernel", lambda: None)
+    elif geometric_attention_cpu.load() is None:
+        pytest.skip("the fused kernel could not be built here (no compiler); the PyTorch path is tested")
+    return request.param
+
+
+def test_fused_kernel_is_built_where_a_compiler_exists():
+    """Guards against every 'fused' test silently running the fallback."""
+    import os
+    import shutil
+
+    if os.environ.get("LENGTHGEN_FUSED_GEOMETRIC") == "0" or shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("fast path switched off or no compiler")
+    assert geometric_attention_cpu.load() is not None
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 12])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_attention_matches_direct_equations(path, n, normalize):
+    g = torch.Generator().manual_seed(n)
+    query, key = (torch.randn(3, 2, n, 4, generator=g) for _ in range(2))
+    value = torch.randn(3, 2, n, 5, generator=g)
+    bias = torch.randn(3, 2, n, 2, generator=g)
+    mask = (torch.arange(n)[None, :] < torch.tensor([n, max(1, n // 2), 0])[:, None])[:, None, :]  # a row all padding
+    for m, b in itertools.product((None, mask), (None, bias)):
+        expected = direct_geometric_attention_output(query, key, value, m, normalize, b, scale=0.7)
+        got = geometric_attention(query, key, value, m, normalize, b, scale=0.7)
+        assert got.dtype == value.dtype and got.shape == value.shape
+        assert (got.double() - expected).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_attention_gradcheck(path, normalize):
+    """Gradients of query, key, value and the direction bias against finite differences (float64), with padding,
+    at lengths where the mirror column is clipped at both ends and (70, fused) where the kernel uses BLAS products."""
+    g = torch.Generator().manual_seed(1)
+    for n in (1, 2, 5, 8) + ((70,) if path == "fused" else ()):
+        inputs = [(torch.randn(2, 2, n, 3, generator=g, dtype=torch.float64) * s).requires_grad_() for s in (1.5, 1.5, 1)]
+        bias = torch.randn(2, 2, n, 2, generator=g, dtype=torch.float64).requires_grad_()
+        mask = torch.ones(2, 1, n, dtype=torch.bool)
+        mask[0, :, n // 2:] = False
+        for m in (None, mask) if n < 70 else (mask,):
+            torch.autograd.gradcheck(lambda q, k, v, b: geometric_attention(q, k, v, m, normalize, b, 0.9), (*inputs, bias))
+
+
+def test_fused_equals_pytorch_path_on_long_sequences(monkeypatch):
+    """Beyond the lengths the loops can check: the fused kernel (several blocks of rows, BLAS products) against the
+    PyTorch path, values and every gradient: equal to rounding in float64, and in float32 as close to float64 as the
+    PyTorch path is."""
+    if geometric_attention_cpu.load() is None:
+        pytest.skip("no compiler: only the PyTorch path exists")
+    g = torch.Generator().manual_seed(2)
+    n = 300
+    tensors = [torch.randn(2, 3, n, 16, generator=g) for _ in range(3)] + [torch.randn(2, 3, n, 2, generator=g)]
+    mask = (torch.arange(n)[None, :] < torch.tensor([n, 211])[:, None])[:, None, :]
+
+    def run(kernel, dtype):
+        monkeypatch.setattr(geometric_module, "load_cpu_kernel", lambda: kernel)
+        inputs = [t.to(dtype).requires_grad_() for t in tensors]
+        out = geometric_attention(*inputs[:3], mask, True, inputs[3])
+        (out * torch.linspace(-1, 1, 16, dtype=dtype)).sum().backward()
+        return [out.detach().double()] + [t.grad.double() for t in inputs]
+
+    kernel = geometric_attention_cpu.load()
+    reference = run(None, torch.float64)
+    for fused, exact in zip(run(kernel, torch.float64), reference):
+        torch.testing.assert_close(fused, exact, atol=1e-10, rtol=1e-10)
+    for fused, pytorch, exact in zip(run(kernel, torch.float32), run(None, torch.float32), reference):
+        assert (fused - exact).abs().max() <= max(2 * (pytorch - exact).abs().max(), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_long_sequences_give_finite_values_and_gradients(path, dtype):
+    n = 4096 if path == "fused" else 1024  # the PyTorch path holds a dozen N x N tensors
+    g = torch.Generator().manual_seed(0)
+    query, key, value = ((torch.randn(1, 1, n, 8, generator=g) * 4).to(dtype).requires_grad_() for _ in range(3))
+    mask = torch.ones(1, 1, n, dtype=torch.bool)
+    mask[..., -100:] = False
+    out = geometric_attention(query, key, value, mask)
+    assert out.dtype == dtype and torch.isfinite(out.float()).all()
+    out.float().sum().backward()
+    for t in (query, key, value):
+        assert torch.isfinite(t.grad.float()).all() and t.grad.abs().sum() > 0
+
+
+def test_attention_bad_input_raises():
+    q = torch.zeros(2, 5, 4)
+    with pytest.raises(ValueError, match="one shape"):
+        geometric_attention(q, torch.zeros(2, 6, 4), torch.zeros(2, 5, 4))
+    with pytest.raises(ValueError, match="one shape"):
+        geometric_attention(q, q, torch.zeros(2, 4, 4))
+    with pytest.raises(ValueError, match="direction_bias"):
+        geometric_attention(q, q, q, direction_bias=torch.zeros(2, 5, 3))
+    with pytest.raises(ValueError, match="positions"):
+        geometric_attention(q, q, q, torch.ones(2, 4, dtype=torch.bool))
+
+
+def test_triton_kernel_under_the_interpreter():
+    """The CUDA (Triton) kernel's values and gradients, run on this CPU by Triton's interpreter in a subprocess
+    (tests/triton_interpreter_checks.py). Its speed needs a GPU and is not measured here."""
+    import os
+    import subprocess
+
+    pytest.importorskip("triton")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triton_interpreter_checks.py")
+    result = subprocess.run(
+        [sys.executable, script], env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "agree" in result.stdout

@@ -7,12 +7,121 @@ For target i and source j, P[i, j] = sigmoid(logits[i, j]) is the probability th
 where S(i, j) holds the sources closer to i than j (at equal distance the source to the right of i is the closer
 one), so a match downweights every more distant match: attention goes to the closest matching element. A[i, i] = 0.
 
-Computed in log space with one cumulative sum per row: O(N^2) time and memory, never the O(N^3) of the product, with a
-hand-written backward pass (`GeometricAttentionFunction`).
+Computed in log space with one cumulative sum per row: O(N^2) time, never the O(N^3) of the product.
+
+Two entry points:
+- `geometric_attention(query, key, value, ...)` returns A @ value, what the NDR's attention layer needs. On CPU it
+  runs the fused C++ kernel of `geometric_attention_cpu.py` (built on first use; it makes the logits a block of
+  rows at a time and keeps no (..., N, N) tensor, recomputing them in backward as flash attention does); on CUDA
+  the Triton kernel of `geometric_attention_triton.py` when Triton is installed; otherwise, or where the C++ kernel
+  cannot be built, the PyTorch path below. All compute the same function.
+- `geometric_attention_weights(logits, ...)` returns A itself (for `output_attentions` and plots): PyTorch, with a
+  hand-written backward pass (`GeometricAttentionFunction`) and index tensors cached per (length, device).
 """
+
+import functools
 
 import torch
 from torch.nn import functional as F
+
+from .geometric_attention_cpu import load as load_cpu_kernel
+from .geometric_attention_triton import TritonGeometricAttention
+from .geometric_attention_triton import available as triton_available
+
+
+def geometric_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_padding_mask: torch.Tensor | None = None,
+    normalize: bool = False,
+    direction_bias: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """A @ value, with A the geometric attention weights (see `geometric_attention_weights`) of the logits
+
+        logits[..., i, j] = scale * query[..., i, :] . key[..., j, :] + direction_bias[..., i, 0 if j >= i else 1]
+
+    Args:
+        query, key: `(..., N, D_k)`.
+        value: `(..., N, D)` values of the sources.
+        key_padding_mask: optional bool `(..., N)`, True at real tokens (broadcast over the leading dimensions).
+        normalize: L1-normalise each row of A (the authors' code's default); the thesis's Eq. 5.7 has none.
+        direction_bias: optional `(..., N, 2)`: the NDR's directional encoding (Eq. 5.9) and any constant, added to
+            row i of the logits, `[..., i, 0]` at the sources j >= i and `[..., i, 1]` at j < i.
+        scale: multiplies the dot products; defaults to `D_k ** -0.5`.
+
+    Returns:
+        `(..., N, D)` in the dtype of `value` (computed in float32 for lower-precision inputs).
+    """
+    if query.dim() < 2 or key.shape != query.shape or value.shape[:-1] != query.shape[:-1]:
+        raise ValueError(f"query and key must have one shape (..., N, D_k) and value (..., N, D) with the same "
+                         f"(..., N); got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    *batch, n, d_k = query.shape
+    _check_mask(key_padding_mask, n)
+    if direction_bias is not None and tuple(direction_bias.shape) != (*batch, n, 2):
+        raise ValueError(f"direction_bias must have shape {(*batch, n, 2)}, got {tuple(direction_bias.shape)}")
+    scale = d_k**-0.5 if scale is None else float(scale)
+    compute = torch.float64 if value.dtype == torch.float64 else torch.float32
+    kernel = load_cpu_kernel() if value.device.type == "cpu" and n > 0 else None
+    use_triton = value.device.type == "cuda" and n > 0 and triton_available()
+    if kernel is None and not use_triton:
+        logits = (query.to(compute) * scale) @ key.to(compute).transpose(-1, -2)
+        if direction_bias is not None:
+            bias = direction_bias.to(compute)
+            logits = logits + torch.where(_at_or_right(n, logits.device), bias[..., :1], bias[..., 1:])
+        weights = geometric_attention_weights(logits, key_padding_mask, normalize)
+        return (weights @ value.to(compute)).to(value.dtype)
+    flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
+    real = None
+    if key_padding_mask is not None:
+        real = key_padding_mask.expand(*batch, n).reshape(-1, n).contiguous()
+    bias = flat(direction_bias) if direction_bias is not None else None
+    if use_triton:
+        context = TritonGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize)
+    else:
+        context = FusedGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel)
+    return context.view(*batch, n, value.shape[-1]).to(value.dtype)
+
+
+class FusedGeometricAttention(torch.autograd.Function):
+    """A @ value on flattened `(M, N, D)` inputs through the C++ kernel; backward recomputes A block by block."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, scale, bias, real, normalize, kernel):
+        bias_ = bias if bias is not None else value.new_empty(0)
+        real_ = real if real is not None else torch.empty(0, dtype=torch.bool)
+        context, totals = kernel.forward(query, key, value, scale, bias_, real_, normalize)
+        ctx.save_for_backward(query, key, value, bias_, real_, totals)
+        ctx.scale, ctx.normalize, ctx.kernel, ctx.has_bias = scale, normalize, kernel, bias is not None
+        return context
+
+    @staticmethod
+    def backward(ctx, grad_context):
+        query, key, value, bias, real, totals = ctx.saved_tensors
+        grad_query, grad_key, grad_value, grad_bias = ctx.kernel.backward(
+            grad_context.contiguous(), query, key, value, ctx.scale, bias, real, totals, ctx.normalize
+        )
+        return grad_query, grad_key, grad_value, None, (grad_bias if ctx.has_bias else None), None, None, None
+
+
+def _check_mask(key_padding_mask, n):
+    if key_padding_mask is not None:
+        if key_padding_mask.dtype != torch.bool:
+            raise ValueError(f"key_padding_mask must be bool (True at real tokens), got {key_padding_mask.dtype}")
+        if key_padding_mask.shape[-1] != n:
+            raise ValueError(f"key_padding_mask has {key_padding_mask.shape[-1]} positions, the sequence has {n}")
+
+
+@functools.lru_cache(maxsize=64)
+def _eye(n: int, device: torch.device) -> torch.Tensor:
+    return torch.eye(n, dtype=torch.bool, device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _at_or_right(n: int, device: torch.device) -> torch.Tensor:
+    """(N, N) bool, True at the sources j >= i."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu()
 
 
 def geometric_attention_weights(
@@ -33,13 +142,9 @@ def geometric_attention_weights(
     if logits.dim() < 2 or logits.shape[-1] != logits.shape[-2]:
         raise ValueError(f"logits must have shape (..., N, N), got {tuple(logits.shape)}")
     n = logits.shape[-1]
-    if key_padding_mask is not None:
-        if key_padding_mask.dtype != torch.bool:
-            raise ValueError(f"key_padding_mask must be bool (True at real tokens), got {key_padding_mask.dtype}")
-        if key_padding_mask.shape[-1] != n:
-            raise ValueError(f"key_padding_mask has {key_padding_mask.shape[-1]} positions, logits have {n}")
+    _check_mask(key_padding_mask, n)
     # sources left out of every product and given no weight: the target itself, and padding
-    excluded = torch.eye(n, dtype=torch.bool, device=logits.device)
+    excluded = _eye(n, logits.device)
     if key_padding_mask is not None:
         excluded = excluded | ~key_padding_mask[..., None, :]
     scores = logits if logits.dtype == torch.float64 else logits.float()
@@ -47,11 +152,18 @@ def geometric_attention_weights(
     return weights.to(logits.dtype)
 
 
-def _mirror_index(n: int, device) -> torch.Tensor:
+@functools.lru_cache(maxsize=64)
+def _mirror_index(n: int, device: torch.device) -> torch.Tensor:
     """m[i, c] = 2i + 1 - c: for target i, the column mirrored across i (shifted by one)."""
     i = torch.arange(n, device=device)[:, None]
     c = torch.arange(n + 1, device=device)[None, :]
     return 2 * i + 1 - c
+
+
+@functools.lru_cache(maxsize=64)
+def _right(n: int, device: torch.device) -> torch.Tensor:
+    """(N, N) bool, True at the sources j > i."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
 
 
 class GeometricAttentionFunction(torch.autograd.Function):
@@ -71,7 +183,7 @@ class GeometricAttentionFunction(torch.autograd.Function):
     def forward(ctx, scores, excluded, normalize):
         n = scores.shape[-1]
         mirror = _mirror_index(n, scores.device)[:, :n].clamp(0, n).expand(*scores.shape[:-2], n, n)
-        right = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+        right = _right(n, scores.device)
 
         log_p = F.logsigmoid(scores)
         log_not_p = (log_p - scores).masked_fill_(excluded, 0.0)  # log(1 - sigmoid(x)) = log sigmoid(x) - x
@@ -96,7 +208,7 @@ class GeometricAttentionFunction(torch.autograd.Function):
             grad_weights = (grad_weights - row) / total.clamp_min(_EPS)
             weights = weights * total.clamp_min(_EPS)  # back to the unnormalised A
         grad_exponent = grad_weights * weights  # d exp(z) = exp(z) dz; zero where excluded
-        right = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+        right = _right(n, scores.device)
         grad_right = grad_exponent.masked_fill(~right, 0.0)  # j > i
         grad_left = grad_exponent - grad_right  # j < i (the diagonal is excluded)
 

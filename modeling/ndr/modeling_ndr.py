@@ -26,7 +26,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .configuration_ndr import NDRConfig
-from .geometric_attention import geometric_attention_weights
+from .geometric_attention import geometric_attention, geometric_attention_weights
 
 
 @dataclass
@@ -124,15 +124,20 @@ class NDRAttention(nn.Module):
         n = hidden_states.shape[1]
 
         if self.config.attention_type == "geometric":
-            logits = self.alpha * (content_query @ key.transpose(-1, -2))
-            directions = self._heads_direction(hidden_states)  # (B, H, N, 2)
-            at_or_right = torch.ones(n, n, dtype=torch.bool, device=hidden_states.device).triu()
-            logits = logits + self.beta * torch.where(at_or_right, directions[..., :1], directions[..., 1:]) + self.gamma
+            # Eq. 5.10: alpha q_i . k_j + beta (directional term, Eq. 5.9: W_LR h_i + b_LR at j >= i, else W_RL) + gamma
+            direction_bias = self.beta * self._heads_direction(hidden_states) + self.gamma  # (B, H, N, 2)
             mask = key_padding_mask[:, None, :] if key_padding_mask is not None else None
-            weights = geometric_attention_weights(
-                logits, mask, normalize=self.config.normalize_geometric_attention
-            ).to(value.dtype)
-            context = weights @ value
+            normalize = self.config.normalize_geometric_attention
+            if output_attentions:  # the weights themselves are wanted: build the (B, H, N, N) logits
+                at_or_right = torch.ones(n, n, dtype=torch.bool, device=hidden_states.device).triu()
+                logits = self.alpha * (content_query @ key.transpose(-1, -2))
+                logits = logits + torch.where(at_or_right, direction_bias[..., :1], direction_bias[..., 1:])
+                weights = geometric_attention_weights(logits, mask, normalize=normalize).to(value.dtype)
+                context = weights @ value
+            else:  # fused: no (B, H, N, N) tensor is kept
+                context = geometric_attention(
+                    self.alpha * content_query, key, value, mask, normalize, direction_bias, scale=1.0
+                )
         else:
             scale = self.head_size**-0.5
             bias = None
