@@ -415,13 +415,14 @@ def results_table(results_dir: str = RESULTS_DIR) -> str:
         for split, table in r["accuracy"].items():
             if split == "train":
                 continue
+            target = r["target"]
             for key in [k for k in table if k != "all"] + ["all"]:
                 paper = r["paper"].get(split, {}).get(key)
-                if paper is None and key != "all":
+                is_target = bool(target) and (target["split"], target["difficulty"]) == (split, key)
+                if paper is None and key != "all" and not is_target:
                     continue
-                target = r["target"]
                 mark = "" if target else "baseline"
-                if target and (target["split"], target["difficulty"]) == (split, key):
+                if is_target:
                     mark = f">= {target['accuracy']:.2f}: " + ("met" if target["met"] else "**missed**")
                 lines.append(
                     f"| {r['name']} | {r['reference']} | {split} {'' if key == 'all' else key} | "
