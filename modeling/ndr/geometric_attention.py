@@ -66,10 +66,8 @@ def geometric_attention(
     kernel = load_cpu_kernel() if value.device.type == "cpu" and n > 0 else None
     use_triton = value.device.type == "cuda" and n > 0 and triton_available()
     if kernel is None and not use_triton:
-        logits = (query.to(compute) * scale) @ key.to(compute).transpose(-1, -2)
-        if direction_bias is not None:
-            bias = direction_bias.to(compute)
-            logits = logits + torch.where(_at_or_right(n, logits.device), bias[..., :1], bias[..., 1:])
+        bias = direction_bias.to(compute) if direction_bias is not None else None
+        logits = geometric_logits(query.to(compute), key.to(compute), bias, scale)
         weights = geometric_attention_weights(logits, key_padding_mask, normalize)
         return (weights @ value.to(compute)).to(value.dtype)
     flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
@@ -82,6 +80,18 @@ def geometric_attention(
     else:
         context = FusedGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel)
     return context.view(*batch, n, value.shape[-1]).to(value.dtype)
+
+
+def geometric_logits(
+    query: torch.Tensor, key: torch.Tensor, direction_bias: torch.Tensor | None = None, scale: float = 1.0
+) -> torch.Tensor:
+    """The `(..., N, N)` logits that `geometric_attention` never materialises (for the PyTorch path and for
+    `output_attentions`): scale * q_i . k_j plus `direction_bias[..., i, 0]` at j >= i, `[..., i, 1]` at j < i."""
+    logits = (query * scale) @ key.transpose(-1, -2)
+    if direction_bias is not None:
+        at_or_right = _at_or_right(logits.shape[-1], logits.device)
+        logits = logits + torch.where(at_or_right, direction_bias[..., :1], direction_bias[..., 1:])
+    return logits
 
 
 class FusedGeometricAttention(torch.autograd.Function):

@@ -26,7 +26,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from .configuration_ndr import NDRConfig
-from .geometric_attention import geometric_attention, geometric_attention_weights
+from .geometric_attention import geometric_attention, geometric_attention_weights, geometric_logits
 
 
 @dataclass
@@ -121,7 +121,6 @@ class NDRAttention(nn.Module):
         content_query = self.query_dropout(query + self.query_bias[:, None, :])
         key = self.key_dropout(self._heads(self.key(hidden_states)))
         value = self._heads(self.value(hidden_states))
-        n = hidden_states.shape[1]
 
         if self.config.attention_type == "geometric":
             # Eq. 5.10: alpha q_i . k_j + beta (directional term, Eq. 5.9: W_LR h_i + b_LR at j >= i, else W_RL) + gamma
@@ -129,9 +128,7 @@ class NDRAttention(nn.Module):
             mask = key_padding_mask[:, None, :] if key_padding_mask is not None else None
             normalize = self.config.normalize_geometric_attention
             if output_attentions:  # the weights themselves are wanted: build the (B, H, N, N) logits
-                at_or_right = torch.ones(n, n, dtype=torch.bool, device=hidden_states.device).triu()
-                logits = self.alpha * (content_query @ key.transpose(-1, -2))
-                logits = logits + torch.where(at_or_right, direction_bias[..., :1], direction_bias[..., 1:])
+                logits = geometric_logits(self.alpha * content_query, key, direction_bias)
                 weights = geometric_attention_weights(logits, mask, normalize=normalize).to(value.dtype)
                 context = weights @ value
             else:  # fused: no (B, H, N, N) tensor is kept
