@@ -2,7 +2,7 @@
 """Geometric attention against softmax attention (SDPA): time and peak memory, per call and end to end.
 
 Attention mode (default): the same queries, keys and values (batch 8, 4 heads, d_head 32) through
-- geometric (fused): `geometric_attention`, the C++ kernel on CPU (no N x N tensor kept);
+- geometric (fused): `geometric_attention`, the C++ kernel on CPU (in training it keeps the weights for backward);
 - geometric (PyTorch): logits -> `geometric_attention_weights` -> weights @ values, the fallback path;
 - softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`;
 forward + backward, medians of interleaved repetitions in this process (a noisy machine slows all alike). Peak

@@ -174,7 +174,8 @@ def test_attention_matches_direct_equations(path, n, normalize):
 @pytest.mark.parametrize("normalize", [False, True])
 def test_attention_gradcheck(path, normalize):
     """Gradients of query, key, value and the direction bias against finite differences (float64), with padding,
-    at lengths where the mirror column is clipped at both ends and (70, fused) where the kernel uses BLAS products."""
+    at lengths where the mirror column is clipped at both ends and (70, fused) where a matrix spans two blocks of 64
+    rows."""
     g = torch.Generator().manual_seed(1)
     for n in (1, 2, 5, 8) + ((70,) if path == "fused" else ()):
         inputs = [(torch.randn(2, 2, n, 3, generator=g, dtype=torch.float64) * s).requires_grad_() for s in (1.5, 1.5, 1)]
@@ -185,8 +186,10 @@ def test_attention_gradcheck(path, normalize):
             torch.autograd.gradcheck(lambda q, k, v, b: geometric_attention(q, k, v, m, normalize, b, 0.9), (*inputs, bias))
 
 
-def test_fused_equals_pytorch_path_on_long_sequences(monkeypatch):
-    """Beyond the lengths the loops can check: the fused kernel (several blocks of rows, BLAS products) against the
+@pytest.mark.parametrize("normalize", [False, True])
+def test_fused_equals_pytorch_path_on_long_sequences(monkeypatch, normalize):
+    """Beyond the lengths the loops can check: the fused kernel (from 256 positions: a product per block of rows and no
+    (N, N) logits) against the
     PyTorch path, values and every gradient: equal to rounding in float64, and in float32 as close to float64 as the
     PyTorch path is."""
     if geometric_attention_cpu.load() is None:
@@ -199,7 +202,7 @@ def test_fused_equals_pytorch_path_on_long_sequences(monkeypatch):
     def run(kernel, dtype):
         monkeypatch.setattr(geometric_module, "load_cpu_kernel", lambda: kernel)
         inputs = [t.to(dtype).requires_grad_() for t in tensors]
-        out = geometric_attention(*inputs[:3], mask, True, inputs[3])
+        out = geometric_attention(*inputs[:3], mask, normalize, inputs[3])
         (out * torch.linspace(-1, 1, 16, dtype=dtype)).sum().backward()
         return [out.detach().double()] + [t.grad.double() for t in inputs]
 

@@ -12,7 +12,7 @@ Computed in log space with one cumulative sum per row: O(N^2) time, never the O(
 Two entry points:
 - `geometric_attention(query, key, value, ...)` returns A @ value, what the NDR's attention layer needs. On CPU it
   runs the fused C++ kernel of `geometric_attention_cpu.py` (built on first use; it makes the logits a block of
-  rows at a time and keeps no (..., N, N) tensor, recomputing them in backward as flash attention does); on CUDA
+  rows at a time and keeps no (..., N, N) tensor but A itself, and that only when a gradient is needed); on CUDA
   the Triton kernel of `geometric_attention_triton.py` when Triton is installed; otherwise, or where the C++ kernel
   cannot be built, the PyTorch path below. All compute the same function.
 - `geometric_attention_weights(logits, ...)` returns A itself (for `output_attentions` and plots): PyTorch, with a
@@ -95,22 +95,24 @@ def geometric_logits(
 
 
 class FusedGeometricAttention(torch.autograd.Function):
-    """A @ value on flattened `(M, N, D)` inputs through the C++ kernel; backward recomputes A block by block."""
+    """A @ value on flattened `(M, N, D)` inputs through the C++ kernel. When a gradient is needed, forward keeps A
+    (one `(M, N, N)` tensor, as much as the scores) so that backward only recomputes the logits' sigmoids."""
 
     @staticmethod
     def forward(ctx, query, key, value, scale, bias, real, normalize, kernel):
         bias_ = bias if bias is not None else value.new_empty(0)
         real_ = real if real is not None else torch.empty(0, dtype=torch.bool)
-        context, totals = kernel.forward(query, key, value, scale, bias_, real_, normalize)
-        ctx.save_for_backward(query, key, value, bias_, real_, totals)
+        keep = any(ctx.needs_input_grad[:3]) or ctx.needs_input_grad[4]
+        context, totals, weights = kernel.forward(query, key, value, scale, bias_, real_, normalize, keep)
+        ctx.save_for_backward(query, key, value, bias_, real_, totals, weights)
         ctx.scale, ctx.normalize, ctx.kernel, ctx.has_bias = scale, normalize, kernel, bias is not None
         return context
 
     @staticmethod
     def backward(ctx, grad_context):
-        query, key, value, bias, real, totals = ctx.saved_tensors
+        query, key, value, bias, real, totals, weights = ctx.saved_tensors
         grad_query, grad_key, grad_value, grad_bias = ctx.kernel.backward(
-            grad_context.contiguous(), query, key, value, ctx.scale, bias, real, totals, ctx.normalize
+            grad_context.contiguous(), query, key, value, ctx.scale, bias, real, totals, weights, ctx.normalize
         )
         return grad_query, grad_key, grad_value, None, (grad_bias if ctx.has_bias else None), None, None, None
 
