@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 
+from .chomsky_hierarchy import ChomskyHierarchy
 from .ctl import CTL
 from .listops import ListOps
 from .nsp_inductive import NSPInductive
@@ -27,6 +28,7 @@ BUILDERS = {
     "ctl": CTL,
     "simple_arithmetic": SimpleArithmetic,
     "listops": ListOps,
+    "chomsky_hierarchy": ChomskyHierarchy,
 }
 
 
