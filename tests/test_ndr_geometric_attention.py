@@ -214,6 +214,25 @@ def test_fused_equals_pytorch_path_on_long_sequences(monkeypatch, normalize):
         assert (fused - exact).abs().max() <= max(2 * (pytorch - exact).abs().max(), 1e-5)
 
 
+@pytest.mark.parametrize("n", [12, 300])
+def test_attention_under_bf16_autocast_computes_in_float32(path, n):
+    """Trainer's --bf16 on CPU runs the model under autocast: the attention still computes in float32, so values and
+    gradients equal those without autocast (both the batched products below 256 positions and the blocked ones)."""
+    g = torch.Generator().manual_seed(3)
+    tensors = [torch.randn(2, 2, n, 8, generator=g) for _ in range(3)] + [torch.randn(2, 2, n, 2, generator=g)]
+
+    def run(autocast):
+        inputs = [t.clone().requires_grad_() for t in tensors]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = geometric_attention(*inputs[:3], None, True, inputs[3])
+        (out * torch.linspace(-1, 1, 8)).sum().backward()
+        return [out] + [t.grad for t in inputs]
+
+    for with_autocast, without in zip(run(True), run(False)):
+        assert with_autocast.dtype == torch.float32
+        torch.testing.assert_close(with_autocast, without, atol=1e-6, rtol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_attention_long_sequences_give_finite_values_and_gradients(path, dtype):
     n = 4096 if path == "fused" else 1024  # the PyTorch path holds a dozen N x N tensors

@@ -65,21 +65,22 @@ def geometric_attention(
     compute = torch.float64 if value.dtype == torch.float64 else torch.float32
     kernel = load_cpu_kernel() if value.device.type == "cpu" and n > 0 else None
     use_triton = value.device.type == "cuda" and n > 0 and triton_available()
-    if kernel is None and not use_triton:
-        bias = direction_bias.to(compute) if direction_bias is not None else None
-        logits = geometric_logits(query.to(compute), key.to(compute), bias, scale)
-        weights = geometric_attention_weights(logits, key_padding_mask, normalize)
-        return (weights @ value.to(compute)).to(value.dtype)
-    flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
-    real = None
-    if key_padding_mask is not None:
-        real = key_padding_mask.expand(*batch, n).reshape(-1, n).contiguous()
-    bias = flat(direction_bias) if direction_bias is not None else None
-    if use_triton:
-        context = TritonGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize)
-    else:
-        context = FusedGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel)
-    return context.view(*batch, n, value.shape[-1]).to(value.dtype)
+    with torch.autocast(value.device.type, enabled=False):  # `compute` precision under autocast too (Trainer's --bf16)
+        if kernel is None and not use_triton:
+            bias = direction_bias.to(compute) if direction_bias is not None else None
+            logits = geometric_logits(query.to(compute), key.to(compute), bias, scale)
+            weights = geometric_attention_weights(logits, key_padding_mask, normalize)
+            return (weights @ value.to(compute)).to(value.dtype)
+        flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
+        real = None
+        if key_padding_mask is not None:
+            real = key_padding_mask.expand(*batch, n).reshape(-1, n).contiguous()
+        bias = flat(direction_bias) if direction_bias is not None else None
+        if use_triton:
+            context = TritonGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize)
+        else:
+            context = FusedGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel)
+        return context.view(*batch, n, value.shape[-1]).to(value.dtype)
 
 
 def geometric_logits(
@@ -111,9 +112,10 @@ class FusedGeometricAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_context):
         query, key, value, bias, real, totals, weights = ctx.saved_tensors
-        grad_query, grad_key, grad_value, grad_bias = ctx.kernel.backward(
-            grad_context.contiguous(), query, key, value, ctx.scale, bias, real, totals, weights, ctx.normalize
-        )
+        with torch.autocast("cpu", enabled=False):  # a backward called under autocast: the kernel's bmm stays fp32
+            grad_query, grad_key, grad_value, grad_bias = ctx.kernel.backward(
+                grad_context.contiguous(), query, key, value, ctx.scale, bias, real, totals, weights, ctx.normalize
+            )
         return grad_query, grad_key, grad_value, None, (grad_bias if ctx.has_bias else None), None, None, None
 
 
