@@ -6,9 +6,10 @@
     accelerate launch examples/run_classification.py ...        # same arguments, any number of processes
 
 Any dataset with `input` (space-separated tokens), `target` (the class) and `difficulty` columns works: lengthgen's
-builders (`ctl`, `simple_arithmetic`, `listops`; override generating parameters with `--dataset_param KEY=VALUE`), an
-exported folder or a Hub repository. The tokenizer is a word-level one over the training inputs that frames every
-sequence with begin ([CLS]) and end ([SEP]) tokens; the classes are the training targets.
+builders (`ctl`, `simple_arithmetic`, `listops`, the one-token-answer tasks of `chomsky_hierarchy`; override
+generating parameters with `--dataset_param KEY=VALUE`), an exported folder or a Hub repository. The tokenizer is a
+word-level one over the training inputs that frames every sequence with begin ([CLS]) and end ([SEP]) tokens; the
+classes are the training targets.
 
 Every split other than `train` is evaluated, with accuracy overall and per difficulty (depth). `--eval_num_steps`
 runs the shared layer for more steps at evaluation than in training (the thesis trains ListOps with 20, tests

@@ -72,6 +72,22 @@ def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, m
         )
 
 
+def test_run_classification_on_a_chomsky_hierarchy_class_task(tmp_path):
+    """The Chomsky-hierarchy tasks with a one-token answer train and evaluate per input length as they are."""
+    metrics = run_classification.main(
+        ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"), "--config_overrides", TINY,
+         "--dataset_name", "chomsky_hierarchy", "--dataset_config_name", "modular_arithmetic",
+         "--dataset_param", "train_size=256", "test_size=30", "train_lengths=[1,9]", "test_lengths=[10,16]",
+         "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "2",
+         "--per_device_train_batch_size", "32", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true"]
+    )
+    per_length = {key for key in metrics if key.startswith("eval_test_accuracy_d")}
+    assert per_length == {f"eval_test_accuracy_d{n}" for n in (11, 13, 15)}  # expressions have odd lengths
+    assert all(0 <= metrics[key] <= 1 for key in per_length)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert sorted(saved["id2label"].values()) == ["0", "1", "2", "3", "4"]  # the residues mod 5
+
+
 def test_plot_ndr_writes_attention_and_gate_pictures(tmp_path):
     import plot_ndr
 
