@@ -40,7 +40,8 @@ def stack_manipulation(tokens):
 
 def missing_duplicate(tokens):
     string = [t for t in tokens if t != "."]
-    answers = [b for b in "01" if (lambda s: s[: len(s) // 2] == s[len(s) // 2 :])([b if t == "_" else t for t in string])]
+    half = len(string) // 2
+    answers = [b for b in "01" if (filled := [b if t == "_" else t for t in string])[:half] == filled[half:]]
     assert len(answers) == 1  # the answer is determined
     return answers
 
