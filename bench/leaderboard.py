@@ -1,0 +1,157 @@
+"""The leaderboard of a `lengthgen-bench` output folder, from its cell JSONs alone.
+
+`leaderboard.md` and `leaderboard.csv`: per task and model, the score (mean accuracy over the difficulties above the
+training range, as Delétang et al. score) of the best and the median seed, the fit (accuracy on a sample of training
+examples, median seed), and the cells that failed with their error. `accuracy_by_length.csv`: every cell's accuracy at every difficulty.
+`plots/<task>.png`: accuracy against difficulty, a line per model (median over seeds, the band from the worst to
+the best seed), the training range shaded.
+"""
+
+import csv
+import glob
+import json
+import os
+import statistics
+
+
+def load_cells(output_dir: str) -> list[dict]:
+    cells = []
+    for path in sorted(glob.glob(os.path.join(output_dir, "cells", "*.json"))):
+        with open(path) as f:
+            cells.append(json.load(f))
+    return cells
+
+
+def fit(cell: dict) -> float:
+    """Accuracy on the sample of training examples (all of them, not per difficulty)."""
+    values = cell["accuracy"]["train_sample"].values()
+    return sum(v[cell["metric"]] * v["examples"] for v in values) / sum(v["examples"] for v in values)
+
+
+def curve(cell: dict) -> dict[int, float]:
+    """The cell's accuracy at each difficulty of the held-out splits (its score's metric)."""
+    return {
+        int(d): v[cell["metric"]] for split, values in cell["accuracy"].items() if split != "train_sample"
+        for d, v in values.items()
+    }
+
+
+def summarize(cells: list[dict]) -> list[dict]:
+    """One row per (task, model): best and median seed score, seeds, failures, in that order of tasks and models."""
+    rows = {}
+    for cell in cells:
+        row = rows.setdefault(
+            (cell["task"], cell["model"]),
+            {"task": cell["task"], "model": cell["model"], "scores": [], "fit": [], "failed": [], "metric": None},
+        )
+        if cell["status"] == "ok":
+            row["scores"].append(cell["score"])
+            row["fit"].append(fit(cell))
+            row["metric"] = cell["metric"]
+            row["score_difficulties"] = cell["score_difficulties"]
+            row["train_difficulties"] = cell["train_difficulties"]
+        else:
+            row["failed"].append(f"seed {cell['seed']}: {cell['error']}")
+    summary = []
+    for row in rows.values():
+        scores = [s for s in row["scores"] if s is not None]
+        summary.append(
+            {
+                **row,
+                "best": max(scores) if scores else None,
+                "median": statistics.median(scores) if scores else None,
+                "fit_median": statistics.median(row["fit"]) if row["fit"] else None,
+                "seeds": len(row["scores"]),
+            }
+        )
+    return sorted(summary, key=lambda r: (r["task"], -(r["median"] if r["median"] is not None else -1)))
+
+
+def _format(value) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def plot_task(task: str, cells: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    models = sorted({c["model"] for c in cells})
+    train_range = cells[0]["train_difficulties"]
+    axes.axvspan(train_range[0] - 0.5, train_range[1] + 0.5, color="0.9", label="training range")
+    for model in models:
+        curves = [curve(c) for c in cells if c["model"] == model]
+        difficulties = sorted(set().union(*curves))
+        values = [[c[d] for c in curves if d in c] for d in difficulties]
+        axes.plot(difficulties, [statistics.median(v) for v in values], marker="." if len(difficulties) < 30 else None,
+                  label=f"{model} ({len(curves)} seeds)")
+        if len(curves) > 1:
+            axes.fill_between(difficulties, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
+    axes.set(xlabel="difficulty (length / depth / digits)", ylabel=cells[0]["metric"].replace("_", " "),
+             title=task, ylim=(-0.02, 1.02))
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_leaderboard(output_dir: str) -> str:
+    """Write leaderboard.md, leaderboard.csv, accuracy_by_length.csv and plots/ from the cells; return the .md path."""
+    cells = load_cells(output_dir)
+    summary = summarize(cells)
+    with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "model", "metric", "score_best_seed", "score_median_seed", "fit_median_seed",
+                         "seeds", "failed"])
+        for r in summary:
+            writer.writerow([r["task"], r["model"], r["metric"], _format(r["best"]), _format(r["median"]),
+                             _format(r["fit_median"]), r["seeds"], " | ".join(r["failed"])])
+    with open(os.path.join(output_dir, "accuracy_by_length.csv"), "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["task", "model", "seed", "split", "difficulty", "sequence_accuracy", "token_accuracy", "examples"])
+        for c in cells:
+            if c["status"] != "ok":
+                continue
+            for split, values in c["accuracy"].items():
+                for d, v in sorted(values.items(), key=lambda item: int(item[0])):
+                    writer.writerow([c["task"], c["model"], c["seed"], split, d, f"{v['sequence_accuracy']:.4f}",
+                                     f"{v['token_accuracy']:.4f}", v["examples"]])
+
+    os.makedirs(os.path.join(output_dir, "plots"), exist_ok=True)
+    lines = [
+        "# Length-generalization leaderboard",
+        "",
+        "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score). Fit: the",
+        "accuracy on a sample of training examples. Median and best over the seeds.",
+        "",
+    ]
+    for task in sorted({r["task"] for r in summary}):
+        rows = [r for r in summary if r["task"] == task]
+        ok_cells = [c for c in cells if c["task"] == task and c["status"] == "ok"]
+        lines.append(f"## {task}")
+        lines.append("")
+        if ok_cells:
+            plot_name = task.replace("/", "-").replace(":", "-") + ".png"
+            plot_task(task, ok_cells, os.path.join(output_dir, "plots", plot_name))
+            low, high = ok_cells[0]["train_difficulties"]
+            scored = ok_cells[0]["score_difficulties"]
+            lines += [
+                f"Trained on difficulties {low}-{high}; score = mean {ok_cells[0]['metric'].replace('_', ' ')} over "
+                f"{scored[0]}-{scored[-1]} ({len(scored)} difficulties)." if scored else "No difficulty above training.",
+                "",
+                f"![{task}](plots/{plot_name})",
+                "",
+            ]
+        lines += ["| model | score, median seed | score, best seed | fit, median seed | seeds | failed |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in rows:
+            failed = "; ".join(f.replace("|", "/") for f in r["failed"])
+            lines.append(f"| {r['model']} | {_format(r['median'])} | {_format(r['best'])} | "
+                         f"{_format(r['fit_median'])} | {r['seeds']} | {failed} |")
+        lines.append("")
+    path = os.path.join(output_dir, "leaderboard.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path
