@@ -172,3 +172,14 @@ def test_any_transformers_config_by_path_or_model_type(tmp_path):
     records = bench.run_bench(["gpt2"], ["chomsky_hierarchy/parity_check"], 1, str(tmp_path / "out"),
                               bench.Budget(max_steps=3, batch_size=8), params=TINY)
     assert records[0]["status"] == "ok" and records[0]["model"] == "gpt2"
+
+
+def test_any_dataset_with_the_columns_by_path(tmp_path):
+    from lengthgen.data.export import export
+
+    folder = export("chomsky_hierarchy", str(tmp_path / "data"), ["even_pairs"], **TINY["chomsky_hierarchy"])
+    task = bench.resolve_task(f"hf:{folder}:even_pairs")
+    assert (task.dataset, task.config, task.params) == (folder, "even_pairs", {})
+    records = bench.run_bench(["lstm"], [f"hf:{folder}:even_pairs"], 1, str(tmp_path / "out"), bench.Budget(max_steps=3))
+    assert records[0]["status"] == "ok" and records[0]["score_difficulties"] == [5, 6, 7, 8]
+    assert records[0]["metric"] == "sequence_accuracy"  # only lengthgen's Chomsky builder is scored per token

@@ -101,6 +101,6 @@ def test_plot_ndr_writes_attention_and_gate_pictures(tmp_path):
                    "--num_steps", "5"])
     for path in (output, str(tmp_path / "steps_gates.png")):
         assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(ValueError, match="--head"):
+    with pytest.raises(ValueError, match="head must be in"):
         plot_ndr.main(["--model_name_or_path", str(tmp_path / "model"), "--text", "101 d", "--output", output,
                        "--head", "7"])

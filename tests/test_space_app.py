@@ -1,0 +1,128 @@
+"""The Space app (examples/space/app.py) in a real browser: Playwright driving Debian's Chromium."""
+
+import os
+import shutil
+import socket
+import sys
+
+import pytest
+
+gradio = pytest.importorskip("gradio", reason="the app needs gradio: pip install -e '.[demo]'")
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright: pip install -e '.[test]'")
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+if CHROMIUM is None:
+    pytest.skip("no Chromium to drive (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True)
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData  # noqa: E402
+
+import lengthgen.modeling  # noqa: E402
+from lengthgen.data.ctl import ctl_tables  # noqa: E402
+from lengthgen.data.tokenization import digit_tokenizer, word_tokenizer  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "space"))
+import app as space  # noqa: E402
+
+SYMBOLS = [format(i, "03b") for i in range(8)]
+
+
+def write_release(folder, model, tokenizer, dataset, config):
+    """What lengthgen-release writes that the app reads: weights, config, tokenizer, a card with model-index."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    result = EvalResult(task_type="text-classification", dataset_type=dataset, dataset_name=f"{dataset} ({config})",
+                        dataset_config=config, dataset_split="validation", metric_type="accuracy", metric_value=0.5)
+    ModelCard.from_template(ModelCardData(model_name="tiny", eval_results=[result])).save(os.path.join(folder, "README.md"))
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    import torch
+
+    root = tmp_path_factory.mktemp("releases")
+    torch.manual_seed(0)
+    tokenizer = word_tokenizer([" ".join(SYMBOLS + list("abcdefghi"))])
+    config = lengthgen.modeling.NDRConfig(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_attention_heads=2, num_layers=3,
+        id2label=dict(enumerate(SYMBOLS)), label2id={s: i for i, s in enumerate(SYMBOLS)},
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+    )
+    ndr = write_release(root / "ndr-ctl", lengthgen.modeling.NDRForSequenceClassification(config), tokenizer, "ctl", "backward")
+    digits = digit_tokenizer()
+    config = lengthgen.modeling.IBertConfig(
+        vocab_size=len(digits), hidden_size=16, intermediate_size=32, num_attention_heads=2, num_hidden_layers=1,
+        pad_token_id=digits.pad_token_id,
+    )
+    ibert = write_release(root / "ibert-nsp", lengthgen.modeling.IBertForMaskedLM(config), digits, "nsp_inductive", "add")
+    return ndr, ibert
+
+
+@pytest.fixture(scope="module")
+def page(releases):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = space.build_app(list(releases))
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, css=space.CSS, quiet=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.locator("#task", has_text="ctl (backward)").wait_for()
+        yield page
+        browser.close()
+    demo.close()
+
+
+def ask(page, problem: str, expected: str) -> str:
+    """Type a problem, press Solve, and return the answer area's text once `expected` shows in it."""
+    page.locator("#problem textarea").fill(problem)
+    page.locator("#solve").click()
+    answer = page.locator("#answer")
+    sync_api.expect(answer).to_contain_text(expected, timeout=20_000)
+    return answer.inner_text().replace("`", "")
+
+
+def choose_checkpoint(page, name: str):
+    box = page.locator("#checkpoint input")
+    box.fill(name)
+    box.press("Enter")
+    page.locator("#load").click()
+
+
+def test_ndr_answer_and_pictures_in_a_browser(page, tmp_path):
+    tables = ctl_tables(8, 9, seed=0)  # backward "b a d 101" is b(a(d(101)))
+    expected = format(tables[1][tables[0][tables[3][0b101]]], "03b")
+    text = ask(page, "b a d 101", f"Correct answer: {expected}")
+    model_answer = text.split("Model answer:")[1].split()[0].strip("`")
+    assert model_answer in SYMBOLS
+    assert ("right" in text) == (model_answer == expected)
+    for plot in ("#attention", "#gates"):  # the pictures arrive after the answer
+        page.wait_for_function(
+            "sel => { const img = document.querySelector(sel + ' img'); return img && img.complete && img.naturalWidth > 300 }",
+            arg=plot,
+        )
+    page.screenshot(path=str(tmp_path / "space.png"), full_page=True)
+    if os.environ.get("LENGTHGEN_SCREENSHOT"):
+        page.screenshot(path=os.environ["LENGTHGEN_SCREENSHOT"], full_page=True)
+    assert (tmp_path / "space.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_input_is_answered_in_the_page(page):
+    ask(page, "z a 101", "Cannot answer: 'z' is not in the model's vocabulary (000 001")
+    ask(page, "a 101 b", "Cannot answer: A backward CTL problem is functions a-i, then a 3-bit symbol")
+    ask(page, "a " * 1100 + "101", "1101 tokens (+ 2 framing tokens); this model takes at most 1024")
+    choose_checkpoint(page, "/nonexistent/checkpoint")
+    ask(page, "b a 101", "Cannot answer: Cannot load checkpoint '/nonexistent/checkpoint'")
+
+
+def test_ibert_digits_marked_in_a_browser(page, releases):
+    choose_checkpoint(page, releases[1])
+    page.locator("#task", has_text="nsp_inductive (add)").wait_for()
+    sync_api.expect(page.locator("#attention")).to_be_hidden()  # the NDR's pictures only
+    text = ask(page, "123, 4567", "Correct answer: 4690")
+    model_answer = text.split("Model answer:")[1].split()[0].strip("`")
+    digits = page.locator("#digits .digit")
+    assert digits.count() == 4
+    wrong = sum(a != b for a, b in zip(model_answer, "4690"))
+    assert page.locator("#digits .digit.wrong").count() == wrong
