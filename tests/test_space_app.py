@@ -106,6 +106,11 @@ def test_ndr_answer_and_pictures_in_a_browser(page, tmp_path):
     if os.environ.get("LENGTHGEN_SCREENSHOT"):
         page.screenshot(path=os.environ["LENGTHGEN_SCREENSHOT"], full_page=True)
     assert (tmp_path / "space.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a drawn problem: the slider starts two past the training range (1-5)
+    page.get_by_role("button", name="Draw a problem").click()
+    sync_api.expect(page.locator("#answer")).to_contain_text("function applications 7, outside the training range 1-5")
+    drawn = page.locator("#problem textarea").input_value().split()
+    assert len(drawn) == 8 and drawn[-1] in SYMBOLS and all(c in "abcdefghi" for c in drawn[:-1])
 
 
 def test_bad_input_is_answered_in_the_page(page):
@@ -126,3 +131,35 @@ def test_ibert_digits_marked_in_a_browser(page, releases):
     assert digits.count() == 4
     wrong = sum(a != b for a, b in zip(model_answer, "4690"))
     assert page.locator("#digits .digit.wrong").count() == wrong
+
+
+@pytest.mark.parametrize(
+    "dataset, config, params",
+    [
+        ("ctl", "backward", dict(train_size=300, validation_iid_size=10, validation_size=10, test_size=10)),
+        ("ctl", "forward", dict(train_size=300, validation_iid_size=10, validation_size=10, test_size=10)),
+        ("listops", None, dict(train_size=200, validation_size=10, test_size=10)),
+        ("simple_arithmetic", None, dict(train_size=200, validation_size=10, test_size=10)),
+        ("nsp_inductive", "add", dict(train_size=100, validation_size=20)),
+        ("nsp_inductive", "reverse", dict(train_size=100, validation_size=20)),
+    ],
+)
+def test_typed_and_drawn_problems_agree_with_the_builders(dataset, config, params, tmp_path):
+    """The app's parser gives each builder row's target and difficulty; a drawn problem parses to its own answer."""
+    import random
+
+    from lengthgen.data.export import build
+
+    spec = space.TASKS[dataset]
+    splits = build(dataset, config, cache_dir=str(tmp_path), **params)[1]
+    for row in list(splits["train"].select(range(50))) + list(splits[list(splits)[-1]]):
+        typed = row["input"] if dataset != "nsp_inductive" else ", ".join(row["numbers"][:-1])
+        problem = spec.parse(typed, config)
+        answer = row["target"] if dataset != "nsp_inductive" else row["numbers"][-1]
+        assert (problem.input, problem.answer, problem.difficulty) == (row["input"], answer, row["difficulty"])
+    rng = random.Random(0)
+    for difficulty in (1, 3, spec.train_range[1] + 3):
+        drawn = spec.draw(difficulty, rng, config)
+        assert drawn.difficulty == difficulty
+        again = spec.parse(drawn.typed, config)
+        assert (again.input, again.answer, again.difficulty) == (drawn.input, drawn.answer, drawn.difficulty)
