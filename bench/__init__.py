@@ -15,7 +15,7 @@ all the JSONs there (`lengthgen.bench.leaderboard`).
 task-specific head: the tokens of the input, then a separator and one `[MASK]` slot per answer token (the answer's
 length is given, as Delétang et al. give it); a linear layer over the model's last hidden states predicts the
 answer's tokens at the slots. Inputs that carry their own `[MASK]` tokens (NSP) are read at those. A causal model
-(RoPE, ALiBi) sees the whole input before its first slot, so a one-token answer is read at its last token.
+(RoPE, ALiBi, the LSTM) sees the whole input before its first slot, so a one-token answer is read at its last token.
 
 **Score.** The mean, over the difficulties (lengths, depths) above the training range, of the accuracy at each:
 token accuracy (the fraction of an answer's tokens predicted right, averaged over examples) for the
@@ -510,9 +510,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="lengthgen-bench", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--models", nargs="+", required=True, help=f"models: {model_names_help()}")
+    parser.add_argument("--models", nargs="+", help=f"models: {model_names_help()}")
     parser.add_argument(
-        "--tasks", nargs="+", required=True,
+        "--tasks", nargs="+",
         help="tasks: builder/config (e.g. ctl/backward, chomsky_hierarchy/parity_check) or hf:PATH_OR_HUB_ID[:CONFIG]",
     )
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 per (model, task)")
@@ -534,6 +534,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if not args.leaderboard_only and not (args.models and args.tasks):
+        parser.error("--models and --tasks are required (or --leaderboard-only to rewrite the tables from the cells)")
     try:
         if args.leaderboard_only:
             from .leaderboard import write_leaderboard

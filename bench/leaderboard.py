@@ -86,7 +86,7 @@ def plot_task(task: str, cells: list[dict], path: str) -> None:
         difficulties = sorted(set().union(*curves))
         values = [[c[d] for c in curves if d in c] for d in difficulties]
         axes.plot(difficulties, [statistics.median(v) for v in values], marker="." if len(difficulties) < 30 else None,
-                  label=f"{model} ({len(curves)} seeds)")
+                  label=f"{model} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
         if len(curves) > 1:
             axes.fill_between(difficulties, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
     axes.set(xlabel="difficulty (length / depth / digits)", ylabel=cells[0]["metric"].replace("_", " "),
@@ -100,6 +100,8 @@ def plot_task(task: str, cells: list[dict], path: str) -> None:
 def write_leaderboard(output_dir: str) -> str:
     """Write leaderboard.md, leaderboard.csv, accuracy_by_length.csv and plots/ from the cells; return the .md path."""
     cells = load_cells(output_dir)
+    if not cells:
+        raise ValueError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen-bench there first.")
     summary = summarize(cells)
     with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
         writer = csv.writer(f)
