@@ -32,6 +32,7 @@ import json
 import math
 import os
 import statistics
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -364,8 +365,13 @@ def check_model_takes_task(model_name: str, prepared: PreparedTask) -> None:
         ) from error
 
 
-def run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget, work_dir: str) -> dict:
+def run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget) -> dict:
     """Train `model_name` on the task's train split and evaluate every other split; the cell's results dict."""
+    with tempfile.TemporaryDirectory() as work_dir:  # Trainer wants an output folder; nothing in it is kept
+        return _run_cell(model_name, prepared, seed, budget, work_dir)
+
+
+def _run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget, work_dir: str) -> dict:
     import transformers
     from transformers import PrinterCallback, Trainer, TrainingArguments, set_seed
 
@@ -491,8 +497,7 @@ def run_bench(
     for model, task, seed, path in (progress := tqdm(todo, desc="lengthgen-bench", unit="cell")):
         progress.set_postfix_str(f"{model} {task.name} seed {seed}")
         try:
-            work_dir = os.path.join(output_dir, "work", os.path.basename(path)[: -len(".json")])
-            record = run_cell(model, prepared[task.name], seed, budget, work_dir)
+            record = run_cell(model, prepared[task.name], seed, budget)
         except Exception as error:  # recorded; the other cells go on
             record = {
                 "model": model, "task": task.name, "seed": seed, "status": "failed",
