@@ -148,7 +148,10 @@ PRESETS = {
     ),
     **_ndr_task(
         "listops", "hub_configs/ndr-listops", "hub_configs/transformer-listops",
-        DEPTH_OVERRIDES + ",num_layers=20", depth_training(4000) + ["--eval_num_steps", "24"], {"test_depths": (9, 10)},
+        DEPTH_OVERRIDES + ",num_layers=20", depth_training(4000) + ["--eval_num_steps", "24"],
+        # deeper: 200 problems per depth 9-10, up to 100 tokens (within 50, rejection sampling finds too few); the
+        # builder call needs no 1M training trees or 1K validation ones for it
+        {"test_depths": (9, 10), "test_size": 400, "max_length": 100, "train_size": 1_000, "validation_size": 10},
         "thesis Table 5.4", (0.99, 0.74),
         "64 wide (thesis 512), 4 heads (16), batch 128 (512), lr 1e-3 (2e-4), 4K steps (100K): a 2-core CPU.",
     ),
