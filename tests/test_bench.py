@@ -7,7 +7,6 @@ import pytest
 import torch
 
 import lengthgen.bench as bench
-from lengthgen.bench.leaderboard import write_leaderboard
 
 # Tiny Chomsky-hierarchy data: train lengths 1-4, test 5-8.
 TINY = {"chomsky_hierarchy": dict(train_lengths=(1, 4), test_lengths=(5, 8), train_size=400, test_size=64)}

@@ -110,7 +110,7 @@ def parse_listops(text: str, _config=None) -> Problem:
 
     tree, end = node(0) if tokens else (None, 0)
     if tree is None or end != len(tokens) or not tree.depth:
-        raise ProblemError(f"A ListOps problem is one operation in prefix notation, e.g. '[MAX 3 [MIN 4 7 ] 0 ]'.")
+        raise ProblemError("A ListOps problem is one operation in prefix notation, e.g. '[MAX 3 [MIN 4 7 ] 0 ]'.")
     return Problem(" ".join(tree.tokens), str(tree.value), tree.dependency_depth)
 
 
