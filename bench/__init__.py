@@ -244,14 +244,9 @@ def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[st
 
 def task_tokenizer(splits):
     """A word-level tokenizer over every token of every split's inputs and targets (the task's alphabet)."""
-    from ..data.tokenization import SPECIAL_TOKENS, build_tokenizer
+    from ..data.tokenization import word_tokenizer
 
-    vocabulary = set()
-    for dataset in splits.values():
-        for column in ("input", "target"):
-            for text in dataset[column]:
-                vocabulary.update(text.split())
-    return build_tokenizer(sorted(vocabulary - set(SPECIAL_TOKENS)))
+    return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
 
 
 def encode(dataset, tokenizer):
@@ -268,17 +263,6 @@ def encode(dataset, tokenizer):
 
     keep = ["difficulty"]
     return dataset.map(encode_batch, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep])
-
-
-def collate(features, pad_token_id: int) -> dict:
-    width = max(len(f["input_ids"]) for f in features)
-    batch = {"input_ids": [], "attention_mask": [], "labels": []}
-    for f in features:
-        pad = width - len(f["input_ids"])
-        batch["input_ids"].append(f["input_ids"] + [pad_token_id] * pad)
-        batch["attention_mask"].append([1] * len(f["input_ids"]) + [0] * pad)
-        batch["labels"].append(f["labels"] + [-100] * pad)
-    return {k: torch.tensor(v) for k, v in batch.items()}
 
 
 def accuracy_by_difficulty(predicted, labels, difficulties) -> dict[int, dict[str, float]]:
@@ -373,7 +357,7 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget)
 
 def _run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget, work_dir: str) -> dict:
     import transformers
-    from transformers import PrinterCallback, Trainer, TrainingArguments, set_seed
+    from transformers import DataCollatorForTokenClassification, PrinterCallback, Trainer, TrainingArguments, set_seed
 
     set_seed(seed)
     task, tokenizer = prepared.task, prepared.tokenizer
@@ -401,7 +385,7 @@ def _run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget
         model=model,
         args=args,
         train_dataset=prepared.train.remove_columns("difficulty"),
-        data_collator=lambda features: collate(features, tokenizer.pad_token_id),
+        data_collator=DataCollatorForTokenClassification(tokenizer),  # pads inputs, labels with -100
         preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),
     )
     trainer.remove_callback(PrinterCallback)  # the losses go to the JSON, not to the terminal
