@@ -58,13 +58,17 @@ class Problem:
         self.typed = self.typed or self.input
 
 
+CTL_TABLES = ctl.ctl_tables(8, 9, seed=0)  # the builder's defaults: the tables every release was trained on
+
+
 def parse_ctl(text: str, direction: str) -> Problem:
     tokens = text.split()
     symbol_text = tokens[0] if direction == "forward" else (tokens[-1] if tokens else "")
     calls = tokens[1:] if direction == "forward" else list(reversed(tokens[:-1]))
     if len(symbol_text) != 3 or set(symbol_text) - {"0", "1"} or not calls:
-        order = "a 3-bit symbol, then functions a-i" if direction == "forward" else "functions a-i, then a 3-bit symbol"
-        raise ProblemError(f"A {direction} CTL problem is {order}, e.g. {ctl_example_text(direction)!r}; got {text!r}.")
+        order, example = {"forward": ("a 3-bit symbol, then functions a-i", "101 d a b"),
+                          "backward": ("functions a-i, then a 3-bit symbol", "b a d 101")}[direction]
+        raise ProblemError(f"A {direction} CTL problem is {order}, e.g. {example!r}; got {text!r}.")
     names = "abcdefghi"
     bad = [c for c in calls if c not in names]
     if bad:
@@ -73,17 +77,10 @@ def parse_ctl(text: str, direction: str) -> Problem:
     return Problem(row["input"], row["target"], row["difficulty"])
 
 
-def ctl_example_text(direction: str) -> str:
-    return "101 d a b" if direction == "forward" else "b a d 101"
-
-
 def draw_ctl(difficulty: int, rng: random.Random, direction: str) -> Problem:
     functions = tuple(rng.randrange(9) for _ in range(difficulty))
     row = ctl.ctl_example(rng.randrange(8), functions, CTL_TABLES, direction, bits=3)
     return Problem(row["input"], row["target"], row["difficulty"])
-
-
-CTL_TABLES = ctl.ctl_tables(8, 9, seed=0)  # the builder's defaults: the tables every release was trained on
 
 
 def parse_listops(text: str, _config=None) -> Problem:
