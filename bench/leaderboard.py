@@ -48,8 +48,6 @@ def summarize(cells: list[dict]) -> list[dict]:
             row["scores"].append(cell["score"])
             row["fit"].append(fit(cell))
             row["metric"] = cell["metric"]
-            row["score_difficulties"] = cell["score_difficulties"]
-            row["train_difficulties"] = cell["train_difficulties"]
         else:
             row["failed"].append(f"seed {cell['seed']}: {cell['error']}")
     summary = []
