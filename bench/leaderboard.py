@@ -127,6 +127,11 @@ def write_leaderboard(output_dir: str) -> str:
         "accuracy on a sample of training examples. Median and best over the seeds.",
         "",
     ]
+    budgets = {json.dumps(c["budget"], sort_keys=True): c["budget"] for c in cells if c["status"] == "ok"}
+    if budgets:
+        budget = ", ".join(f"{k} {v}" for k, v in next(iter(budgets.values())).items() if k != "threads")
+        lines += [f"Training budget of every cell: {budget}." if len(budgets) == 1 else
+                  f"Cells were trained with {len(budgets)} different budgets (see each cell's JSON).", ""]
     for task in sorted({r["task"] for r in summary}):
         rows = [r for r in summary if r["task"] == task]
         ok_cells = [c for c in cells if c["task"] == task and c["status"] == "ok"]
@@ -137,9 +142,11 @@ def write_leaderboard(output_dir: str) -> str:
             plot_task(task, ok_cells, os.path.join(output_dir, "plots", plot_name))
             low, high = ok_cells[0]["train_difficulties"]
             scored = ok_cells[0]["score_difficulties"]
+            data = ", ".join(f"{k}={v}" for k, v in ok_cells[0]["data_parameters"].items()) or "the builder's defaults"
             lines += [
                 f"Trained on difficulties {low}-{high}; score = mean {ok_cells[0]['metric'].replace('_', ' ')} over "
                 f"{scored[0]}-{scored[-1]} ({len(scored)} difficulties)." if scored else "No difficulty above training.",
+                f"Data: {data}.",
                 "",
                 f"![{task}](plots/{plot_name})",
                 "",

@@ -80,7 +80,11 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     by_length = [r for r in read_csv(os.path.join(out, "accuracy_by_length.csv")) if r["split"] == "test"]
     assert [float(r["token_accuracy"]) for r in by_length] == pytest.approx(per_length, abs=5e-5)
     assert os.path.exists(os.path.join(out, "plots", "chomsky_hierarchy-parity_check.png"))
-    assert "| lstm |" in open(os.path.join(out, "leaderboard.md")).read()
+    board = open(os.path.join(out, "leaderboard.md")).read()
+    assert "| lstm |" in board
+    # the page states the scale it was run at: the budget and the generating parameters
+    assert f"max_steps {FAST.max_steps}, batch_size {FAST.batch_size}" in board
+    assert f"train_lengths={list(TINY['chomsky_hierarchy']['train_lengths'])}" in board
 
     path = os.path.join(out, "cells", "lstm__chomsky_hierarchy-parity_check__seed0.json")
     written = open(path).read()
