@@ -340,10 +340,17 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
         "learning_curve": learning_curve(output_dir),
         "baseline": None,
     }
+    previous = saved_result(results_dir, name)
+    if previous and "num_steps_table" in previous and previous["training"]["steps"] == state["global_step"]:
+        result["num_steps_table"] = previous["num_steps_table"]  # evaluated again: the same checkpoint's table
     baseline = saved_result(results_dir, preset.baseline)
-    if baseline:
-        result["baseline"] = {"name": preset.baseline, "accuracy": baseline["accuracy"]}
     os.makedirs(results_dir, exist_ok=True)
+    if baseline:  # each run of the pair carries the other's numbers, whichever finished first
+        result["baseline"] = {"name": preset.baseline, "accuracy": baseline["accuracy"]}
+        baseline["baseline"] = {"name": name, "accuracy": accuracy}
+        with open(os.path.join(results_dir, f"{preset.baseline}.json"), "w") as f:
+            json.dump(baseline, f, indent=2)
+        plot(preset.baseline, baseline, result, os.path.join(results_dir, f"{preset.baseline}.png"))
     with open(os.path.join(results_dir, f"{name}.json"), "w") as f:
         json.dump(result, f, indent=2)
     plot(name, result, baseline, os.path.join(results_dir, f"{name}.png"))

@@ -50,6 +50,9 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
         d: metrics[f"eval_validation_accuracy_d{d}"] for d in (6, 7, 8)}
     # the baseline's numbers beside this run's, the target judged
     assert saved["baseline"]["accuracy"] == baseline["accuracy"]
+    # and the baseline, finished first, now carries this run beside it
+    first = json.loads((results_dir / "transformer-ctl-backward.json").read_text())
+    assert first["baseline"] == {"name": "ndr-ctl-backward", "accuracy": saved["accuracy"]}
     assert saved["target"]["reached"] == saved["accuracy"]["test"]["all"]
     assert saved["target"]["met"] == (saved["accuracy"]["test"]["all"] >= 0.95)
     assert baseline["target"] is None  # a baseline has no target to meet
@@ -82,6 +85,9 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     assert steps["test"]["2"]["all"] == pytest.approx(saved["accuracy"]["test"]["all"], abs=1e-6)
     stored = json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"]
     assert stored["accuracy"] == steps and stored["trained_steps"] == 2
+    # evaluating the same checkpoint again keeps its num_steps table
+    reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
+    assert json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"] == stored
 
 
 def test_unknown_preset_lists_the_valid_ones(capsys):
