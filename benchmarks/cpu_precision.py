@@ -26,10 +26,11 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reproduce import PRESETS, REPO_ROOT, hardware  # noqa: E402
+from reproduce import PRESETS, REPO_ROOT  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "examples"))
 from lengthgen.data.export import load_splits  # noqa: E402
+from lengthgen.training.hardware import hardware  # noqa: E402
 from lengthgen.data.masked_lm import tokenize_masked_examples  # noqa: E402
 
 

@@ -16,14 +16,26 @@ per-depth accuracy on every split); this file only chooses its arguments and wri
 * `docs/results/<name>.png`: accuracy against depth/length, the baseline beside it, the training range shaded.
 
 A run that is interrupted resumes from its last checkpoint when the same command is given again; a finished run is
-only re-evaluated. `--precision auto` trains with bf16 autocast where the CPU has native bf16 (AVX-512 BF16 / AMX)
-and in fp32 elsewhere: without it, bf16 matrix products fall back to a slow path (see `--measure-precision`).
+only re-evaluated. `--precision auto` trains with bf16 autocast where the device has native bf16 (a CUDA GPU with
+bf16; a CPU with AVX-512 BF16 or AMX) and in fp32 elsewhere: on a CPU without it, bf16 matrix products fall back to
+a slow path (benchmarks/cpu_precision.py). The hardware and precision go into every results JSON.
+
+Paper scale, in pieces. The `*-paper` presets train the `hub_configs/` model as it is with the paper's arguments
+(thesis Tables D.3-D.5, the I-BERT paper's §6.1) on the GPU when there is one (bf16, the Triton geometric attention,
+batches binned by length). On machines that do not outlive ten minutes, run them in pieces:
+
+    python benchmarks/reproduce.py ndr-listops-paper --max-train-seconds 480 --unpack-from pieces/ --pack-to $OUT
+
+`--max-train-seconds` stops training before the budget with a checkpoint (weights, optimizer, scheduler, RNG, data
+position); `--pack-to` writes that checkpoint as at most 8 files of at most 16 MiB; `--unpack-from` restores it on
+the next machine, whose piece continues the same curve (tests/test_training_pieces.py checks the weights against an
+uninterrupted run).
 """
 
 import argparse
+import dataclasses
 import json
 import os
-import platform
 import shutil
 import sys
 import time
@@ -37,6 +49,8 @@ import torch  # noqa: E402
 
 from lengthgen.data.export import parse_param  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
+from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
+from lengthgen.training.pieces import pack_checkpoint, unpack_checkpoint  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO_ROOT, "examples"))
@@ -60,6 +74,7 @@ class Preset:
     baseline: str | None = None
     dataset_params: list[str] = field(default_factory=list)
     deeper: dict | None = None  # generating parameters of a test split deeper than any of the task's (NDR only)
+    paper_scale: bool = False  # the paper's model and recipe: runs on a GPU where there is one, batches binned by length
 
 
 def _ndr_task(dataset, ndr_config, transformer_config, overrides, training, deeper, reference, paper, differences,
@@ -82,19 +97,19 @@ def _ndr_task(dataset, ndr_config, transformer_config, overrides, training, deep
     }
 
 
-def _nsp_task(task, paper, target):
+def _nsp_task(task, paper, target, epochs=20):
     """I-BERT on an NSP task with the paper's split, and BERT of the same size with the same budget."""
     common = dict(
         script="mlm", dataset="nsp_inductive", dataset_config=task,
         overrides="hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
         training=[
             "--per_device_train_batch_size", "32", "--learning_rate", "1e-3", "--lr_decay_per_epoch", "0.97",
-            "--warmup_steps", "100", "--max_grad_norm", "1.0", "--num_train_epochs", "20", "--eval_steps", "2000",
+            "--warmup_steps", "100", "--max_grad_norm", "1.0", "--num_train_epochs", str(epochs), "--eval_steps", "2000",
             "--save_steps", "1000", "--eval_train_samples", "1536",
         ],
         reference="I-BERT Figure 4",
         differences="hidden 128, 4 layers, 4 heads (paper: BERT-base, Table 1), lr 1e-3 (3e-5, which does not move "
-        "a small model within a CPU budget), 20 epochs (50), warm-up 100 steps and clipping 1.0 (authors' code).",
+        f"a small model within a CPU budget), {epochs} epochs (50), warm-up 100 steps and clipping 1.0 (authors' code).",
     )
     return {
         f"ibert-nsp-{task}": Preset(**common, config="hub_configs/ibert-nsp", paper=paper, target=target,
@@ -107,13 +122,15 @@ def _nsp_task(task, paper, target):
 
 # The NDR's recipe that learns CTL on this CPU (docs/ndr.md: 64 wide, one head, lr 1e-3, batch 256, no dropout),
 # with the thesis's 14 steps in training and evaluation.
-CTL_TRAINING = [
-    "--per_device_train_batch_size", "256", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
-    "--weight_decay", "0.01", "--max_grad_norm", "5", "--max_steps", "12000", "--eval_steps", "500",
-    "--save_steps", "500",
-]
+def ctl_training(max_steps: int) -> list[str]:
+    return [
+        "--per_device_train_batch_size", "256", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
+        "--weight_decay", "0.01", "--max_grad_norm", "5", "--max_steps", str(max_steps), "--eval_steps", "500",
+        "--save_steps", "500",
+    ]
 CTL_DIFFERENCES = (
-    "d_model 64 (thesis 256), no dropout (0.1), batch 256 (512), lr 1e-3 constant (1.5e-4), 12K steps (30K): the width "
+    "d_model 64 (thesis 256), no dropout (0.1), batch 256 (512), lr 1e-3 constant (1.5e-4), 12K steps backward, 20K "
+    "forward (30K): the width "
     "and budget of a 2-core CPU; the 64-wide recipe is the one that learned CTL here (docs/ndr.md)."
 )
 # Arithmetic and ListOps at CPU scale: 64 wide, 4 heads, batch 128, lr 1e-3 (thesis: 256/512 wide, batch 512,
@@ -137,7 +154,9 @@ PRESETS = {
             "ctl", "hub_configs/ndr-ctl", "hub_configs/transformer-ctl",
             "hidden_size=64,intermediate_size=128,hidden_dropout_prob=0.0,attention_query_dropout=0.0,"
             "num_layers=14,gate_dropout=0.0",
-            CTL_TRAINING, {"test_depths": (11, 15)}, "thesis Table 5.1", (1.00, transformer_paper), CTL_DIFFERENCES,
+            # forward is learned more slowly (validation 0.19 after 12K steps, loss still falling): 20K steps
+            ctl_training(12000 if direction == "backward" else 20000), {"test_depths": (11, 15)}, "thesis Table 5.1",
+            (1.00, transformer_paper), CTL_DIFFERENCES,
             dataset_config=direction,
         ).items()
     },
@@ -156,15 +175,53 @@ PRESETS = {
         "64 wide (thesis 512), 4 heads (16), batch 128 (512), lr 1e-3 (2e-4), 4K steps (100K): a 2-core CPU.",
     ),
     **_nsp_task("add", {"validation": {"13": 0.92, "14": 0.81, "15": 0.66, "16": 0.36}}, ("validation", "13", 0.90)),
-    **_nsp_task("copy", {}, ("validation", "13", 0.90)),
-    **_nsp_task("reverse", {}, ("validation", "13", 0.90)),
+    # copy and reverse meet their target within 10 epochs (13 digits >= 0.95 from epoch 2.5 on reverse, 7.5 on copy,
+    # in the 20-epoch runs of docs/results): 10 epochs leave CPU time for the others
+    **_nsp_task("copy", {}, ("validation", "13", 0.90), epochs=10),
+    **_nsp_task("reverse", {}, ("validation", "13", 0.90), epochs=10),
 }
 
 
+def _paper_scale(name: str, preset: Preset, training: list[str]) -> tuple[str, Preset]:
+    """`name`-paper: the same task with the hub_configs/ folder's model as it is (the paper's size) and the paper's
+    training arguments (the command in that folder's card), in bf16 on a GPU where there is one, batches binned by
+    length (`--group_by_length`), checkpoints every 1,000 steps (a piece of a run resumes from the last)."""
+    common = ["--eval_steps", "1000", "--save_steps", "1000", "--group_by_length"]
+    return f"{name}-paper", dataclasses.replace(
+        preset, overrides="", training=training + common, paper_scale=True, baseline=None,
+        differences="None intended: the paper's model size and training arguments (the hub_configs/ card's command).",
+    )
+
+
+PAPER_NDR = [
+    "--lr_scheduler_type", "constant", "--per_device_train_batch_size", "512", "--per_device_eval_batch_size", "512",
+]
+PRESETS.update(dict([
+    *(_paper_scale(f"ndr-ctl-{d}", PRESETS[f"ndr-ctl-{d}"], PAPER_NDR + [
+        "--learning_rate", "1.5e-4", "--weight_decay", "0.01", "--max_steps", "30000", "--max_grad_norm", "5"])
+      for d in ("backward", "forward")),
+    _paper_scale("ndr-simple-arithmetic", PRESETS["ndr-simple-arithmetic"], PAPER_NDR + [
+        "--learning_rate", "1.5e-4", "--weight_decay", "0.01", "--max_steps", "100000", "--max_grad_norm", "1"]),
+    _paper_scale("ndr-listops", PRESETS["ndr-listops"], PAPER_NDR + [
+        "--learning_rate", "2e-4", "--weight_decay", "0.09", "--max_steps", "100000", "--max_grad_norm", "1",
+        "--eval_num_steps", "24"]),
+    _paper_scale("ibert-nsp-add", PRESETS["ibert-nsp-add"], [
+        "--learning_rate", "3e-5", "--lr_decay_per_epoch", "0.97", "--num_train_epochs", "50",
+        "--per_device_train_batch_size", "32", "--eval_train_samples", "1536"]),
+]))
+
 NUM_STEPS = (14, 18, 24, 32)
+WALL_FILE = "reproduce_wall_seconds.json"  # the training sessions' wall times, beside the checkpoints
 
 
-def script_arguments(name: str, preset: Preset, output_dir: str, precision: str, trained: bool = False) -> list[str]:
+def get_last_checkpoint_or_none(output_dir: str) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def script_arguments(name: str, preset: Preset, output_dir: str, precision: str, trained: bool = False,
+                     max_train_seconds: float | None = None) -> list[str]:
     """The example script's command line for this preset; once `trained`, one that evaluates the trained model."""
     model = ["--model_name_or_path", output_dir] if trained else [
         "--config_name", os.path.relpath(os.path.join(REPO_ROOT, preset.config)),
@@ -176,7 +233,8 @@ def script_arguments(name: str, preset: Preset, output_dir: str, precision: str,
         *(["--dataset_config_name", preset.dataset_config] if preset.dataset_config else []),
         *(["--dataset_param", *preset.dataset_params] if preset.dataset_params else []),
         "--output_dir", output_dir,
-        *([] if trained else ["--do_train"]), "--do_eval", "--use_cpu", "--seed", "0", "--dataloader_num_workers", "0",
+        *([] if trained else ["--do_train"]), "--do_eval", *([] if preset.paper_scale else ["--use_cpu"]),
+        "--seed", "0", "--dataloader_num_workers", "0",
         "--eval_strategy", "steps", "--save_strategy", "steps", "--save_total_limit", "2",
         "--logging_steps", "100", "--per_device_eval_batch_size", "256", "--report_to", "tensorboard",
         *preset.training,
@@ -185,6 +243,8 @@ def script_arguments(name: str, preset: Preset, output_dir: str, precision: str,
         args += ["--load_best_model_at_end", "--metric_for_best_model", "accuracy"]
     if precision == "bf16":
         args.append("--bf16")
+    if max_train_seconds and not trained:
+        args += ["--max_train_seconds", str(max_train_seconds)]
     return args
 
 
@@ -202,25 +262,6 @@ def training_finished(output_dir: str, preset: Preset) -> bool:
     return state["epoch"] >= float(training[training.index("--num_train_epochs") + 1]) - 1e-6
 
 
-def native_bf16() -> bool:
-    """True where the CPU multiplies bf16 matrices natively (oneDNN's check: AVX-512 BF16 or AMX)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-def hardware() -> dict:
-    model = platform.processor()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
-    return {
-        "cpu": model,
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "native_bf16": native_bf16(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-    }
-
-
 def learning_curve(output_dir: str) -> list[dict]:
     """Training loss and in-training evaluation accuracy (overall, per difficulty) by step, from the Trainer's state."""
     state_file = os.path.join(output_dir, "trainer_state.json")
@@ -235,13 +276,9 @@ def learning_curve(output_dir: str) -> list[dict]:
 
 
 def train_range(preset: Preset) -> tuple[int, int]:
-    from lengthgen.data.export import BUILDERS
+    from lengthgen.data.export import train_difficulties
 
-    builder = BUILDERS[preset.dataset]
-    config = next(c for c in builder.BUILDER_CONFIGS if c.name in (preset.dataset_config, builder.DEFAULT_CONFIG_NAME))
-    params = dict(parse_param(p) for p in preset.dataset_params)
-    key = "train_depths" if hasattr(config, "train_depths") else "train_difficulties"
-    return tuple(params.get(key, getattr(config, key)))
+    return train_difficulties(preset.dataset, preset.dataset_config, dict(parse_param(p) for p in preset.dataset_params))
 
 
 def plot(name: str, result: dict, baseline: dict | None, path: str):
@@ -283,13 +320,16 @@ def saved_result(results_dir: str, name: str | None) -> dict | None:
         return json.load(f)
 
 
-def reproduce(name: str, output_root: str, precision: str, results_dir: str = RESULTS_DIR) -> dict:
+def reproduce(name: str, output_root: str, precision: str, results_dir: str = RESULTS_DIR,
+              max_train_seconds: float | None = None) -> dict:
+    """Train (or resume) and evaluate preset `name`, write its results JSON and plot. With `max_train_seconds`, training
+    stops before that budget with a checkpoint, and the results are those of the model so far (`finished`: false)."""
     preset = PRESETS[name]
     if precision == "auto":
-        precision = "bf16" if native_bf16() else "fp32"
+        precision = auto_precision("cuda" if preset.paper_scale and torch.cuda.is_available() else "cpu")
     output_dir = os.path.join(output_root, name)
     trained = training_finished(output_dir, preset)
-    argv = script_arguments(name, preset, output_dir, precision, trained)
+    argv = script_arguments(name, preset, output_dir, precision, trained, max_train_seconds)
     if preset.script == "classification":
         import run_classification as script
     else:
@@ -298,7 +338,7 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
     start = time.time()
     metrics = script.main(argv)
     os.makedirs(output_dir, exist_ok=True)
-    wall_file = os.path.join(output_dir, "reproduce_wall_seconds.json")
+    wall_file = os.path.join(output_dir, WALL_FILE)
     wall = json.load(open(wall_file)) if os.path.exists(wall_file) else []
     if not trained:  # the training sessions' wall time, resumptions included
         wall.append(time.time() - start)
@@ -331,6 +371,7 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
             "epochs": state.get("epoch"),
             "wall_seconds": round(sum(wall), 1),
             "best_checkpoint": state.get("best_model_checkpoint"),
+            "finished": training_finished(output_dir, preset),
         },
         "hardware": hardware(),
         "accuracy": accuracy,
@@ -453,7 +494,15 @@ def parse_args(argv=None):
     parser.add_argument("--num-steps-table", action="store_true",
                         help=f"after training, NDR accuracy on deeper problems at num_steps {NUM_STEPS} (NDR presets)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (two runs at once: 1 each)")
+    parser.add_argument("--max-train-seconds", type=float, default=None,
+                        help="wall-clock budget of this piece of training: stop before it with a checkpoint")
+    parser.add_argument("--pack-to", metavar="DIR",
+                        help="afterwards, write the last checkpoint as at most 8 files of at most 16 MiB in DIR")
+    parser.add_argument("--unpack-from", metavar="DIR",
+                        help="first, restore the checkpoint --pack-to wrote in DIR (when the run has none of its own)")
     args = parser.parse_args(argv)
+    if (args.pack_to or args.unpack_from) and len(args.names) != 1:
+        parser.error("--pack-to and --unpack-from take exactly one preset name")
     unknown = [n for n in args.names if n not in PRESETS]
     if unknown:
         parser.error(f"unknown preset(s) {unknown}; choose from {', '.join(PRESETS)}")
@@ -470,7 +519,14 @@ def main(argv=None):
     if args.table:
         print(results_table())
     for name in args.names:
-        result = reproduce(name, args.output_root, args.precision)
+        output_dir = os.path.join(args.output_root, name)
+        if args.unpack_from and get_last_checkpoint_or_none(output_dir) is None:
+            print(f"restored {unpack_checkpoint(args.unpack_from, output_dir)}")
+        result = reproduce(name, args.output_root, args.precision, max_train_seconds=args.max_train_seconds)
+        if args.pack_to:
+            wall_file = os.path.join(output_dir, WALL_FILE)
+            parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=[wall_file])
+            print(f"packed into {len(parts)} file(s): {', '.join(parts)}")
         print(json.dumps({"name": name, "accuracy": result["accuracy"], "target": result["target"]}, indent=1))
         if args.num_steps_table and PRESETS[name].deeper:
             num_steps_table(name, args.output_root)

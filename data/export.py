@@ -52,6 +52,18 @@ def build(name: str, config_name: str | None = None, cache_dir: str | None = Non
     return builder, builder.as_dataset()
 
 
+def train_difficulties(name: str, config_name: str | None = None, params: dict | None = None) -> tuple[int, int] | None:
+    """The (lowest, highest) difficulty of a lengthgen builder's training split with `params` overridden, read from
+    its config without generating anything; None for a dataset that is not one of lengthgen's builders."""
+    if name not in BUILDERS:
+        return None
+    builder = BUILDERS[name]
+    config = next(c for c in builder.BUILDER_CONFIGS if c.name == (config_name or builder.DEFAULT_CONFIG_NAME))
+    key = next(k for k in ("train_depths", "train_difficulties", "train_lengths") if hasattr(config, k))
+    value = (params or {}).get(key, getattr(config, key))
+    return None if value is None else (int(value[0]), int(value[1]))
+
+
 def load_splits(name: str, config_name: str | None = None, params: dict | None = None):
     """A lengthgen builder's splits (generated with `params` overridden), or anything `datasets.load_dataset` reads
     (an exported folder, a Hub repository) when `name` is not one of lengthgen's builders."""

@@ -9,12 +9,15 @@ sequence-accuracy table and writes a plot (accuracy vs. digits, one line per mod
     python examples/nsp_length_generalization.py --task add --train-digits 1 5 --validation-digits 6 8 --epochs 30
 
 The defaults are sized to show the paper's contrast (Figure 4) on 2 CPU cores in a few minutes; the paper itself
-trains base-size models on d = 2..12 and validates on 13..16.
+trains base-size models on d = 2..12 and validates on 13..16. The trained I-BERT is also written as a release folder
+(`OUTPUT_DIR/release/ibert-nsp-TASK`: weights, model code, tokenizer, a card with its results and training range),
+which the Space app (examples/space/app.py) offers and `AutoModelForMaskedLM.from_pretrained` loads.
 """
 
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import matplotlib
@@ -24,6 +27,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_mlm  # noqa: E402
+
+from lengthgen.release import release  # noqa: E402
+from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {"I-BERT": "hub_configs/ibert-nsp", "BERT": "hub_configs/bert-nsp-baseline"}
@@ -45,6 +51,8 @@ def parse_args(argv=None):
         help="config overrides applied to both models",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                        help="auto: bf16 autocast where the CPU multiplies bf16 natively (AVX-512 BF16, AMX), else fp32")
     parser.add_argument("--output-dir", default="outputs/nsp_length_generalization")
     return parser.parse_args(argv)
 
@@ -78,6 +86,7 @@ def train_and_evaluate(config_name: str, output_dir: str, args) -> dict:
             "--seed", str(args.seed),
             "--use_cpu",
             "--dataloader_num_workers", "0",
+            *(["--bf16"] if args.precision == "bf16" else []),
         ]
     )
 
@@ -120,6 +129,8 @@ def plot(results: dict[str, dict[int, float]], first_unseen: int, title: str, pa
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.precision == "auto":
+        args.precision = auto_precision()
     os.makedirs(args.output_dir, exist_ok=True)
     results, throughput = {}, {}
     for model, config_name in MODELS.items():
@@ -132,10 +143,16 @@ def main(argv=None):
     plot_path = os.path.join(args.output_dir, f"nsp_{args.task}_accuracy.png")
     plot(results, first_unseen, title, plot_path)
     with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump({"args": vars(args), "sequence_accuracy": results, "train_samples_per_second": throughput}, f, indent=2)
+        json.dump({"args": vars(args), "hardware": hardware(), "sequence_accuracy": results,
+                   "train_samples_per_second": throughput}, f, indent=2)
     print(f"\n{title}\n{table}")
+    print(f"precision {args.precision} on {hardware()['cpu']} ({hardware()['cpu_capability']})")
     print("training sequences/s: " + ", ".join(f"{m} {v:.0f}" for m, v in throughput.items() if v))
+    target = os.path.join(args.output_dir, "release", f"ibert-nsp-{args.task}")
+    shutil.rmtree(target, ignore_errors=True)  # this run's model replaces the last one's
+    release(os.path.join(args.output_dir, "ibert"), f"lengthgen/ibert-nsp-{args.task}-small", target)
     print(f"plot: {plot_path}")
+    print(f"I-BERT release folder (python examples/space/app.py offers it): {target}")
     return results
 
 

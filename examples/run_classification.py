@@ -32,7 +32,6 @@ from transformers import (
     DataCollatorWithPadding,
     HfArgumentParser,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
@@ -42,6 +41,7 @@ from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
 from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.release import record_run
+from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ def main(argv=None):
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=make_compute_metrics(eval_sets[first_eval]["difficulty"]) if first_eval else None,
+        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else None,
     )
 
     all_metrics = {}

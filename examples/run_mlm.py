@@ -34,7 +34,6 @@ from transformers import (
     DataCollatorForTokenClassification,
     HfArgumentParser,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
@@ -50,6 +49,7 @@ from lengthgen.data.masked_lm import (
 )
 from lengthgen.data.tokenization import tokenizer_for_task
 from lengthgen.release import record_run
+from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -251,6 +251,7 @@ def main(argv=None):
             if training_args.lr_decay_per_epoch and train_dataset is not None
             else (None, None)
         ),
+        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else None,
     )
 
     all_metrics = {}

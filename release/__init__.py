@@ -119,10 +119,21 @@ def eval_results(run: dict, tables: dict):
     return results
 
 
+def run_train_difficulties(run: dict) -> list[int] | None:
+    """[lowest, highest] difficulty of the training split the run record names (a lengthgen builder with the run's
+    generating parameters); None for other datasets."""
+    from lengthgen.data.export import parse_param, train_difficulties
+
+    params = dict(parse_param(p) for p in run.get("dataset_params", []))
+    found = train_difficulties(run["dataset"], run["dataset_config"], params)
+    return None if found is None else list(found)
+
+
 def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bool):
     from huggingface_hub import ModelCard, ModelCardData
 
     name = repo_id.split("/")[-1]
+    trained_on = run_train_difficulties(run)
     data = ModelCardData(
         model_name=name,
         library_name="transformers",
@@ -132,6 +143,10 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
         metrics=["accuracy"],
         pipeline_tag=run["task"],
         eval_results=eval_results(run, tables),
+        # the training split's difficulty range (digits, depth, length): the Space app shows it beside each problem
+        **({"train_difficulties": trained_on} if trained_on else {}),
+        # the generating parameters the run overrode: the evaluation splits can be generated again from the card
+        **({"dataset_params": list(run["dataset_params"])} if run.get("dataset_params") else {}),
     )
     auto_class = next(k for k in config["auto_map"] if k != "AutoConfig")
     lines = [
@@ -139,7 +154,8 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
         f"# {name}", "",
         f"`{config['architectures'][0]}` (`{config['model_type']}`) trained with "
         f"lengthgen on `{run['dataset']}` / `{run['dataset_config']}`, a task split by "
-        "length or depth: the evaluation splits are longer or deeper than anything seen in training.",
+        "length or depth: the evaluation splits are longer or deeper than anything seen in training"
+        + (f" (training difficulties {trained_on[0]}-{trained_on[1]})." if trained_on else "."),
     ]
     if config["model_type"] in PAPERS:
         lines += ["", f"Paper: {PAPERS[config['model_type']]}."]

@@ -63,13 +63,24 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
     rows_file = tmp_path / "validation.jsonl"
     rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, str(rows_file),
+        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--rows", str(rows_file),
          "--split", "validation", "--without-lengthgen"],
         capture_output=True, text=True, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["rows"] == 40 and report["measured"] == pytest.approx(metrics["eval_validation_accuracy"], abs=1e-9)
+
+    # the card alone says how to generate its splits again: the builder, its config, the run's generating parameters
+    data = ModelCard.load(os.path.join(folder, "README.md")).data.to_dict()
+    assert data["train_difficulties"] == [1, 5] and data["dataset_params"] == CTL_PARAMS
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--split", "test",
+         "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["rows"] == 20 and report["measured"] == pytest.approx(metrics["eval_test_accuracy"], abs=1e-9)
 
 
 def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypatch):
@@ -156,7 +167,7 @@ def test_masked_lm_release_scores_its_card_without_lengthgen(tmp_path):
         rows_file = tmp_path / f"{split}.jsonl"
         rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
         result = subprocess.run(
-            [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, str(rows_file),
+            [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--rows", str(rows_file),
              "--split", split, "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
         )
         assert result.returncode == 0, result.stderr[-3000:]

@@ -241,6 +241,18 @@ def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
     assert "digits" in out and "   3 *" in out
     png = tmp_path / "nsp_copy_accuracy.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the trained I-BERT as a release folder: its card gives the task and this run's training range (1-2 digits)
+    from huggingface_hub import ModelCard
+
+    release = tmp_path / "release" / "ibert-nsp-copy"
+    assert {"config.json", "model.safetensors", "modeling_ibert.py", "tokenizer.json"} <= set(os.listdir(release))
+    data = ModelCard.load(release / "README.md").data
+    assert data.to_dict()["train_difficulties"] == [1, 2]
+    assert {(r.dataset_type, r.dataset_config) for r in data.eval_results} == {("nsp_inductive", "copy")}
+    card = {(r.dataset_split, r.metric_name): r.metric_value for r in data.eval_results}
+    for digits in (3, 4):  # the card's numbers are the table's
+        assert card[("validation", f"sequence accuracy, difficulty {digits}")] == pytest.approx(
+            results["I-BERT"][digits], abs=5e-5)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 
 import pytest
 
@@ -25,13 +26,15 @@ import app as space  # noqa: E402
 SYMBOLS = [format(i, "03b") for i in range(8)]
 
 
-def write_release(folder, model, tokenizer, dataset, config):
-    """What lengthgen-release writes that the app reads: weights, config, tokenizer, a card with model-index."""
+def write_release(folder, model, tokenizer, dataset, config, train_difficulties):
+    """What lengthgen-release writes that the app reads: weights, config, tokenizer, a card with model-index and the
+    training range."""
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     result = EvalResult(task_type="text-classification", dataset_type=dataset, dataset_name=f"{dataset} ({config})",
                         dataset_config=config, dataset_split="validation", metric_type="accuracy", metric_value=0.5)
-    ModelCard.from_template(ModelCardData(model_name="tiny", eval_results=[result])).save(os.path.join(folder, "README.md"))
+    data = ModelCardData(model_name="tiny", eval_results=[result], train_difficulties=list(train_difficulties))
+    ModelCard.from_template(data).save(os.path.join(folder, "README.md"))
     return str(folder)
 
 
@@ -47,13 +50,16 @@ def releases(tmp_path_factory):
         id2label=dict(enumerate(SYMBOLS)), label2id={s: i for i, s in enumerate(SYMBOLS)},
         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
     )
-    ndr = write_release(root / "ndr-ctl", lengthgen.modeling.NDRForSequenceClassification(config), tokenizer, "ctl", "backward")
+    ndr = write_release(root / "ndr-ctl", lengthgen.modeling.NDRForSequenceClassification(config), tokenizer, "ctl",
+                        "backward", (1, 5))
     digits = digit_tokenizer()
     config = lengthgen.modeling.IBertConfig(
         vocab_size=len(digits), hidden_size=16, intermediate_size=32, num_attention_heads=2, num_hidden_layers=1,
         pad_token_id=digits.pad_token_id,
     )
-    ibert = write_release(root / "ibert-nsp", lengthgen.modeling.IBertForMaskedLM(config), digits, "nsp_inductive", "add")
+    # trained on 1-6 digits (the main job's range), not the builder's default 2-12: the page must say 1-6
+    ibert = write_release(root / "ibert-nsp", lengthgen.modeling.IBertForMaskedLM(config), digits, "nsp_inductive",
+                          "add", (1, 6))
     return ndr, ibert
 
 
@@ -118,14 +124,20 @@ def test_bad_input_is_answered_in_the_page(page):
     ask(page, "a 101 b", "Cannot answer: A backward CTL problem is functions a-i, then a 3-bit symbol")
     ask(page, "a " * 1100 + "101", "1101 tokens (+ 2 framing tokens); this model takes at most 1024")
     choose_checkpoint(page, "/nonexistent/checkpoint")
-    ask(page, "b a 101", "Cannot answer: Cannot load checkpoint '/nonexistent/checkpoint'")
+    ask(page, "b a 101", "Cannot answer: No checkpoint folder '/nonexistent/checkpoint' here")
+    started = time.monotonic()  # a Hub id that is not at hand fails at once (HF_HUB_OFFLINE=1 in the tests)
+    choose_checkpoint(page, "lengthgen/no-such-model")
+    ask(page, "b a 101", "Cannot answer: 'lengthgen/no-such-model' is not a folder here")
+    assert time.monotonic() - started < 10
 
 
 def test_ibert_digits_marked_in_a_browser(page, releases):
     choose_checkpoint(page, releases[1])
     page.locator("#task", has_text="nsp_inductive (add)").wait_for()
+    sync_api.expect(page.locator("#task")).to_contain_text("trained on digits 1-6")
     sync_api.expect(page.locator("#attention")).to_be_hidden()  # the NDR's pictures only
     text = ask(page, "123, 4567", "Correct answer: 4690")
+    assert "digits 4, inside the training range 1-6" in text
     model_answer = text.split("Model answer:")[1].split()[0].strip("`")
     digits = page.locator("#digits .digit")
     assert digits.count() == 4
@@ -158,7 +170,7 @@ def test_typed_and_drawn_problems_agree_with_the_builders(dataset, config, param
         answer = row["target"] if dataset != "nsp_inductive" else row["numbers"][-1]
         assert (problem.input, problem.answer, problem.difficulty) == (row["input"], answer, row["difficulty"])
     rng = random.Random(0)
-    for difficulty in (1, 3, spec.train_range[1] + 3):
+    for difficulty in (1, 3, 8):
         drawn = spec.draw(difficulty, rng, config)
         assert drawn.difficulty == difficulty
         again = spec.parse(drawn.typed, config)

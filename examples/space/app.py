@@ -4,17 +4,19 @@
     pip install -e ".[demo]" && python examples/space/app.py            # http://127.0.0.1:7860
     python examples/space/app.py --checkpoint outputs/release/ndr-ctl-backward --port 7861
 
-Choose a checkpoint (a release folder made by `lengthgen-release`, or a Hub id; the release folders found under
-`outputs/release/` are offered first), type a problem or draw one from the task's generator at a difficulty the slider
-sets (it goes past the training range), and see the model's answer beside the correct one:
+Choose a checkpoint (the trained models shipped in the repository's `checkpoints/` are offered first, then release
+folders made by `lengthgen-release` under `outputs/release/` and the main job's I-BERT; any folder or Hub id can be
+typed), type a problem or draw one from the task's generator at a difficulty the slider sets (it goes past the
+training range), and see the model's answer beside the correct one:
 
 * an NDR (`ctl`, `listops`, `simple_arithmetic`): the attention map and the copy-gate activations of every step, as
   `examples/plot_ndr.py` draws them, with a control for the number of steps (more than in training lets it go deeper);
 * I-BERT (`nsp_inductive` add / copy / reverse): the restored sequence digit by digit, wrong digits marked.
 
-The task comes from the checkpoint's model card (its `model-index` dataset and config). Bad input is answered in the
-page: a problem that does not parse, a token outside the model's vocabulary, a problem longer than the model takes,
-a checkpoint that cannot be loaded. This folder (app.py, requirements.txt, README.md) can be pushed as a Space.
+The task comes from the checkpoint's model card (its `model-index` dataset and config) and so does the training range
+(its `train_difficulties`). Bad input is answered in the page: a problem that does not parse, a token outside the
+model's vocabulary, a problem longer than the model takes, a checkpoint that cannot be loaded (a name that is neither
+a folder here nor a Hub repository the Hub confirms fails at once, without the download retries). This folder (app.py, requirements.txt, README.md) can be pushed as a Space.
 """
 
 import argparse
@@ -27,15 +29,18 @@ from dataclasses import dataclass
 
 import gradio as gr
 import torch
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, model_info, try_to_load_from_cache
+from huggingface_hub.utils import RepositoryNotFoundError
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401  (registers the models: no remote code needed)
 from lengthgen.data import ctl, listops, nsp, simple_arithmetic
 from lengthgen.plots import ndr_step_figures
 
-HUB_CHECKPOINTS = ["lengthgen/ndr-ctl-backward", "lengthgen/ndr-listops", "lengthgen/ibert-nsp-add"]
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+# offered in this order: the checkpoints shipped with the repository, release folders, the main job's I-BERT
+CHECKPOINT_DIRS = ["checkpoints", "outputs/release", "outputs/nsp_length_generalization/release"]
 
 
 class ProblemError(ValueError):
@@ -174,16 +179,15 @@ def draw_nsp(difficulty: int, rng: random.Random, task: str) -> Problem:
 class TaskSpec:
     parse: callable
     draw: callable
-    train_range: tuple[int, int]  # the builder's default training split
     slider_max: int
     difficulty_name: str
 
 
 TASKS = {
-    "ctl": TaskSpec(parse_ctl, draw_ctl, (1, 5), 16, "function applications"),
-    "listops": TaskSpec(parse_listops, draw_listops, (1, 5), 10, "dependency depth"),
-    "simple_arithmetic": TaskSpec(parse_arithmetic, draw_arithmetic, (1, 5), 10, "depth"),
-    "nsp_inductive": TaskSpec(parse_nsp, draw_nsp, (2, 12), 24, "digits"),
+    "ctl": TaskSpec(parse_ctl, draw_ctl, 16, "function applications"),
+    "listops": TaskSpec(parse_listops, draw_listops, 10, "dependency depth"),
+    "simple_arithmetic": TaskSpec(parse_arithmetic, draw_arithmetic, 10, "depth"),
+    "nsp_inductive": TaskSpec(parse_nsp, draw_nsp, 24, "digits"),
 }
 
 
@@ -199,6 +203,7 @@ class Checkpoint:
     tokenizer: object
     dataset: str
     config: str | None
+    train_range: tuple[int, int] | None  # the card's train_difficulties
 
     @property
     def spec(self) -> TaskSpec:
@@ -209,12 +214,37 @@ class Checkpoint:
         return self.model.config.max_position_embeddings
 
 
+def locate(name: str) -> str:
+    """`name` as a local folder, or a Hub id the Hub (or, offline, the local cache) confirms; ProblemError at once
+    otherwise, instead of transformers' download retries."""
+    if os.path.isdir(name):
+        return name
+    looks_like_path = name.startswith((".", "/", "~")) or name.count("/") != 1 or os.sep in name.split("/", 1)[1]
+    if looks_like_path:
+        raise ProblemError(f"No checkpoint folder {name!r} here (a Hub id is ORG/NAME).")
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+            raise ProblemError(f"{name!r} is not a folder here, and HF_HUB_OFFLINE is set with no cached copy of it.")
+        return name
+    try:
+        model_info(name, timeout=10)  # one request, no retries
+    except RepositoryNotFoundError:
+        raise ProblemError(f"{name!r} is not a folder here, nor a model repository on the Hub.") from None
+    except Exception as error:  # no network, DNS, timeout
+        raise ProblemError(f"{name!r} is not a folder here, and the Hub cannot be reached to fetch it "
+                           f"({type(error).__name__}).") from None
+    return name
+
+
 @functools.lru_cache(maxsize=4)
 def load_checkpoint(name: str) -> Checkpoint:
-    """A release folder or Hub id -> model, tokenizer and task (from the card); ProblemError naming what is wrong."""
+    """A release folder or Hub id -> model, tokenizer, task and training range (from the card); ProblemError naming
+    what is wrong."""
     name = (name or "").strip()
     if not name:
-        raise ProblemError("Choose a checkpoint: a release folder or a Hub id.")
+        raise ProblemError("Choose a checkpoint: one shipped in checkpoints/, a release folder, the main job's "
+                           "(python examples/nsp_length_generalization.py writes one) or a Hub id.")
+    name = locate(name)
     try:
         config = AutoConfig.from_pretrained(name)
         tokenizer = AutoTokenizer.from_pretrained(name)
@@ -225,22 +255,25 @@ def load_checkpoint(name: str) -> Checkpoint:
         card = ModelCard.load(os.path.join(name, "README.md") if os.path.isdir(name) else name)
     except ProblemError:
         raise
-    except Exception as error:  # not found, not a model, offline, corrupt weights: all said in the page
+    except Exception as error:  # not a model, corrupt weights: all said in the page
         raise ProblemError(f"Cannot load checkpoint {name!r}: {type(error).__name__}: {str(error).splitlines()[0]}") from error
     results = card.data.eval_results or []
     if not results or results[0].dataset_type not in TASKS:
         raise ProblemError(f"The model card of {name!r} names no dataset this app knows ({', '.join(TASKS)}).")
-    return Checkpoint(name, model, tokenizer, results[0].dataset_type, results[0].dataset_config)
+    trained = card.data.to_dict().get("train_difficulties")
+    return Checkpoint(name, model, tokenizer, results[0].dataset_type, results[0].dataset_config,
+                      tuple(trained) if trained else None)
 
 
-def checkpoint_choices(release_dirs, first=()) -> list[str]:
-    """`first`, then the release folders under `release_dirs` (each once), then the Hub ids of the releases."""
+def checkpoint_choices(checkpoint_dirs, first=()) -> list[str]:
+    """`first`, then the model folders under `checkpoint_dirs` in their order (each once); no Hub ids (they are
+    typed)."""
     found = {}
-    for folder in release_dirs:
+    for folder in checkpoint_dirs:
         for config in sorted(glob.glob(os.path.join(folder, "*", "config.json"))):
             found.setdefault(os.path.realpath(os.path.dirname(config)), os.path.relpath(os.path.dirname(config)))
     local = [found.pop(os.path.realpath(c), c) if os.path.isdir(c) else c for c in first]
-    return list(dict.fromkeys(local + list(found.values()) + HUB_CHECKPOINTS))
+    return list(dict.fromkeys(local + list(found.values())))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -314,13 +347,14 @@ def solve(checkpoint_name: str, text: str, num_steps: int | None):
 
 
 def verdict_markdown(checkpoint: Checkpoint, problem: Problem, answer: str, steps: int | None = None) -> str:
-    low, high = checkpoint.spec.train_range
-    where = "inside" if low <= problem.difficulty <= high else "**outside**"
     mark = "**right**" if answer == problem.answer else "**wrong**"
+    where = "the training range is not on the model card"
+    if checkpoint.train_range:
+        low, high = checkpoint.train_range
+        where = f"{'inside' if low <= problem.difficulty <= high else '**outside**'} the training range {low}-{high}"
     lines = [
         f"**Model answer:** `{answer}` &nbsp; **Correct answer:** `{problem.answer}` &nbsp; {mark}",
-        f"Problem: `{problem.input}`; {checkpoint.spec.difficulty_name} {problem.difficulty}, {where} the training "
-        f"range {low}-{high}.",
+        f"Problem: `{problem.input}`; {checkpoint.spec.difficulty_name} {problem.difficulty}, {where}.",
     ]
     if checkpoint.model.config.model_type == "ndr":
         trained = checkpoint.model.config.num_layers
@@ -349,12 +383,16 @@ def describe(checkpoint_name: str):
     except ProblemError as error:
         return f"**Cannot load:** {error}", gr.update(), *[gr.update(visible=False)] * 3
     spec, config = checkpoint.spec, checkpoint.model.config
-    low, high = spec.train_range
     task = f"{checkpoint.dataset} ({checkpoint.config})" if checkpoint.config else checkpoint.dataset
-    text = (f"**{config.model_type}** on **{task}**; trained on {spec.difficulty_name} {low}-{high}. "
+    if checkpoint.train_range:
+        low, high = checkpoint.train_range
+        trained = f"trained on {spec.difficulty_name} {low}-{high}"
+    else:
+        high, trained = spec.slider_max - 2, "training range not on its model card"
+    text = (f"**{config.model_type}** on **{task}**; {trained}. "
             f"Type a problem, or draw one (the slider goes past the training range).")
     is_ndr = config.model_type == "ndr"
-    steps = gr.update(visible=is_ndr, value=config.num_layers if is_ndr else None)
+    steps = gr.update(visible=is_ndr, value=(config.num_steps or config.num_layers) if is_ndr else None)
     slider = gr.update(minimum=1, maximum=spec.slider_max, value=min(high + 2, spec.slider_max))
     return text, slider, steps, gr.update(visible=is_ndr), gr.update(visible=is_ndr)
 
@@ -402,12 +440,14 @@ def build_app(checkpoints: list[str]) -> gr.Blocks:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", action="append", default=[], help="offered first (repeatable)")
-    parser.add_argument("--release-dir", action="append", help="folder of release folders (default: outputs/release)")
+    parser.add_argument("--checkpoint-dir", action="append",
+                        help=f"folder of model folders to offer (default: {', '.join(CHECKPOINT_DIRS)} of this repository)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     args = parser.parse_args(argv)
-    release_dirs = args.release_dir or ["outputs/release", os.path.join(HERE, "..", "..", "outputs", "release")]
-    build_app(checkpoint_choices(release_dirs, args.checkpoint)).launch(server_name=args.host, server_port=args.port, css=CSS)
+    checkpoint_dirs = args.checkpoint_dir or [os.path.join(REPO_ROOT, folder) for folder in CHECKPOINT_DIRS]
+    choices = checkpoint_choices(checkpoint_dirs, args.checkpoint)
+    build_app(choices).launch(server_name=args.host, server_port=args.port, css=CSS)
 
 
 if __name__ == "__main__":

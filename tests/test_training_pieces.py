@@ -1,0 +1,117 @@
+"""Training in pieces: a run stopped by its wall-clock budget, moved as packed files and resumed, ends where one
+uninterrupted run ends; a thesis-size NDR checkpoint packs into files a lent machine can hand back."""
+
+import json
+import os
+import shutil
+import sys
+import types
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lengthgen.training import pieces
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "examples"))
+import run_classification  # noqa: E402
+
+CTL_PARAMS = ["train_size=200", "validation_iid_size=10", "validation_size=10", "test_size=10"]
+
+
+def train(output_dir, max_steps=12, extra=()):
+    """A tiny NDR with dropout (so the RNG state matters) on CTL, `max_steps` steps of 16, no checkpoint but the
+    budget's."""
+    return run_classification.main(
+        ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
+         "--config_overrides", "hidden_size=16,intermediate_size=32,num_layers=3",
+         "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
+         "--output_dir", str(output_dir), "--do_train", "--max_steps", str(max_steps), "--learning_rate", "3e-3",
+         "--per_device_train_batch_size", "16", "--save_strategy", "no", "--logging_steps", "1", "--use_cpu",
+         "--seed", "0", "--disable_tqdm", "true", "--report_to", "none", *extra]
+    )
+
+
+def losses(output_dir):
+    history = json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
+    return {h["step"]: h["loss"] for h in history if "loss" in h}
+
+
+def test_stopped_by_the_budget_packed_and_resumed_equals_one_uninterrupted_run(tmp_path, monkeypatch):
+    whole = tmp_path / "whole"
+    train(whole)
+
+    # a clock that advances one second per reading (training starts at 0, step k ends at k): the budget of 10 s stops
+    # the first piece after step 9, where the elapsed 9 s plus twice the longest step (2 s) would pass 10 s
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(pieces, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    first = tmp_path / "first-machine"
+    train(first, extra=["--max_train_seconds", "10"])
+    checkpoints = sorted(p.name for p in first.iterdir() if p.name.startswith("checkpoint-"))
+    assert checkpoints == ["checkpoint-9"]
+    assert json.loads((first / "trainer_state.json").read_text())["global_step"] == 9
+
+    # the piece's checkpoint travels as parts; a second machine restores it and runs the same command
+    parts = pieces.pack_checkpoint(str(first / "checkpoint-9"), str(tmp_path / "out"))
+    assert all(os.path.getsize(p) <= pieces.PART_BYTES for p in parts)
+    second = tmp_path / "second-machine"
+    restored = pieces.unpack_checkpoint(str(tmp_path / "out"), str(second))
+    for name in os.listdir(first / "checkpoint-9"):  # byte for byte
+        assert (first / "checkpoint-9" / name).read_bytes() == (second / "checkpoint-9" / name).read_bytes(), name
+    assert restored == str(second / "checkpoint-9")
+    monkeypatch.undo()
+    train(second)
+
+    final_whole = load_file(str(whole / "model.safetensors"))
+    final_resumed = load_file(str(second / "model.safetensors"))
+    assert final_whole.keys() == final_resumed.keys()
+    for key in final_whole:
+        torch.testing.assert_close(final_resumed[key], final_whole[key], rtol=0, atol=1e-6, msg=key)
+    # the same curve: the resumed run's log (the first piece's steps carried in its checkpoint, then its own) is the
+    # uninterrupted run's, step by step
+    assert set(losses(second)) == set(range(1, 13))
+    assert losses(second) == pytest.approx(losses(whole), abs=1e-6)
+
+
+def test_budget_callback_checks():
+    with pytest.raises(ValueError, match="max_train_seconds must be positive"):
+        pieces.TimeBudgetCallback(0)
+
+
+def test_packing_refuses_more_than_the_parts_allowed_and_names_the_size(tmp_path):
+    folder = tmp_path / "checkpoint-3"
+    folder.mkdir()
+    (folder / "optimizer.pt").write_bytes(os.urandom(5000))
+    with pytest.raises(ValueError, match=r"more than 2"):
+        pieces.pack_checkpoint(str(folder), str(tmp_path / "out"), part_bytes=1024, max_parts=2)
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(FileNotFoundError, match="No packed checkpoint"):
+        pieces.unpack_checkpoint(str(tmp_path), str(tmp_path / "restored"))
+
+
+@pytest.mark.parametrize("config, dataset, params", [
+    ("ndr-ctl", "ctl", ["train_size=80", "validation_iid_size=8", "validation_size=8", "test_size=8"]),
+    ("ndr-simple-arithmetic", "simple_arithmetic", ["train_size=64", "validation_size=8", "test_size=8"]),
+    ("ndr-listops", "listops", ["train_size=64", "validation_size=8", "test_size=8"]),
+])
+def test_thesis_size_ndr_checkpoint_packs_into_at_most_8_files_of_16_mib(config, dataset, params, tmp_path):
+    """One training step of the thesis-size model (hub_configs/ as it is) with AdamW, checkpointed by the Trainer:
+    weights, both Adam moments, scheduler, RNG, model code and tokenizer."""
+    output_dir = tmp_path / config
+    run_classification.main(
+        ["--config_name", os.path.join(REPO, "hub_configs", config), "--dataset_name", dataset,
+         *(["--dataset_config_name", "backward"] if dataset == "ctl" else []), "--dataset_param", *params,
+         "--output_dir", str(output_dir), "--do_train", "--max_steps", "1", "--per_device_train_batch_size", "2",
+         "--save_strategy", "steps", "--save_steps", "1", "--use_cpu", "--disable_tqdm", "true", "--report_to", "none"]
+    )
+    checkpoint = output_dir / "checkpoint-1"
+    total = sum(f.stat().st_size for f in checkpoint.iterdir())
+    assert (checkpoint / "optimizer.pt").stat().st_size > 2 * (checkpoint / "model.safetensors").stat().st_size * 0.9
+    parts = pieces.pack_checkpoint(str(checkpoint), str(tmp_path / "out"))
+    assert 1 <= len(parts) <= 8
+    assert all(os.path.getsize(p) <= 16 * 2**20 for p in parts)
+    assert sum(os.path.getsize(p) for p in parts) >= total  # the whole checkpoint is in them
+    restored = pieces.unpack_checkpoint(str(tmp_path / "out"), str(tmp_path / "restored"))
+    assert sorted(os.listdir(restored)) == sorted(os.listdir(checkpoint))
+    shutil.rmtree(output_dir)

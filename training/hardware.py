@@ -1,0 +1,43 @@
+"""What a run ran on, and the precision to train in there.
+
+`auto_precision()` is the house default for training: bf16 autocast where the device multiplies bf16 natively (a CUDA
+GPU with bf16; a CPU with AVX-512 BF16 or AMX, oneDNN's check), fp32 elsewhere. On a CPU without native bf16, autocast
+makes training 6-11x slower (benchmarks/cpu_precision.py); on one with it, 1.5-3.7x faster for the NDR.
+`hardware()` is recorded beside every result.
+"""
+
+import os
+import platform
+
+import torch
+
+
+def native_bf16(device: str = "cpu") -> bool:
+    """True where `device` ("cpu" or "cuda") multiplies bf16 matrices natively."""
+    if device == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def auto_precision(device: str = "cpu") -> str:
+    """"bf16" where `device` has native bf16, else "fp32"."""
+    return "bf16" if native_bf16(device) else "fp32"
+
+
+def hardware() -> dict:
+    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any) and torch version."""
+    model, flags = platform.processor(), set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            lines = f.read().splitlines()
+        model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), model)
+        flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    return {
+        "cpu": model,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_bf16_flags": sorted(flags & {"avx512_bf16", "amx_bf16"}),
+        "native_bf16": native_bf16(),
+        "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+    }

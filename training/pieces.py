@@ -1,0 +1,106 @@
+"""Training in pieces on machines that do not outlive a piece.
+
+A run that must proceed in pieces of under ten minutes (a lent GPU machine, a preemptible job) needs two things the
+Trainer does not have:
+
+* `TimeBudgetCallback`: stop cleanly before a wall-clock budget ends, with a checkpoint written at the step where it
+  stops (weights, optimizer, scheduler, RNG states and the data position, which the Trainer keeps as the global step
+  and skips to on resume). The next piece resumes from it and follows the same curve as an uninterrupted run.
+* `pack_checkpoint` / `unpack_checkpoint`: a checkpoint folder (a dozen files: weights, optimizer, model code,
+  tokenizer, ...) as at most `max_parts` files of at most `part_bytes` each, and back, byte for byte.
+
+`TrainingArguments` adds `--max_train_seconds` to transformers' arguments; the example scripts take it.
+"""
+
+import glob
+import io
+import os
+import tarfile
+import time
+from dataclasses import dataclass, field
+
+from transformers import TrainerCallback
+from transformers import TrainingArguments as HFTrainingArguments
+
+PART_BYTES = 16 * 1024 * 1024
+MAX_PARTS = 8
+
+
+@dataclass
+class TrainingArguments(HFTrainingArguments):
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={
+            "help": "Wall-clock budget of this training session in seconds: stop before it ends with a checkpoint "
+            "(resume by running the same command again)."
+        },
+    )
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stop training, saving a checkpoint, when the next step and a save would no longer fit `seconds`.
+
+    The budget counts from the start of training (`on_train_begin`). After each step the callback compares the time
+    left with twice the longest interval between two step ends seen so far (an interval that held an evaluation or a
+    save counts as it was) and stops when it would not fit. `clock` is for tests.
+    """
+
+    def __init__(self, seconds: float, clock=None):
+        if seconds <= 0:
+            raise ValueError(f"max_train_seconds must be positive, got {seconds}.")
+        self.seconds, self.clock = seconds, clock or time.monotonic
+        self.stopped_at = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = self.last = self.clock()
+        self.longest = 0.0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = self.clock()
+        self.longest = max(self.longest, now - self.last)
+        self.last = now
+        if now - self.start + 2 * self.longest > self.seconds and state.global_step < state.max_steps:
+            control.should_save = True
+            control.should_training_stop = True
+            self.stopped_at = state.global_step
+        return control
+
+
+def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_bytes: int = PART_BYTES,
+                    max_parts: int = MAX_PARTS) -> list[str]:
+    """Write `checkpoint_dir` (and `extra_files`, stored by base name beside it) as one tar archive cut into parts of at
+    most `part_bytes`: `target_dir/<checkpoint name>.tar.part00`, `.part01`, ... Returns the parts' paths; raises
+    ValueError, writing nothing, when more than `max_parts` would be needed."""
+    buffer = io.BytesIO()
+    name = os.path.basename(os.path.normpath(checkpoint_dir))
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(checkpoint_dir, arcname=name)
+        for path in extra_files:
+            tar.add(path, arcname=os.path.basename(path))
+    data = buffer.getvalue()
+    count = max(1, -(-len(data) // part_bytes))
+    if count > max_parts:
+        raise ValueError(f"{checkpoint_dir} packs into {len(data) / 2**20:.1f} MiB: {count} parts of "
+                         f"{part_bytes / 2**20:.0f} MiB, more than {max_parts}.")
+    os.makedirs(target_dir, exist_ok=True)
+    paths = []
+    for index in range(count):
+        path = os.path.join(target_dir, f"{name}.tar.part{index:02d}")
+        with open(path, "wb") as f:
+            f.write(data[index * part_bytes : (index + 1) * part_bytes])
+        paths.append(path)
+    return paths
+
+
+def unpack_checkpoint(parts_dir: str, output_dir: str) -> str:
+    """Join the parts `pack_checkpoint` wrote in `parts_dir` (the latest checkpoint's, when several are there) and
+    extract them into `output_dir`; returns the restored checkpoint folder."""
+    parts = sorted(glob.glob(os.path.join(parts_dir, "checkpoint-*.tar.part*")))
+    if not parts:
+        raise FileNotFoundError(f"No packed checkpoint (checkpoint-N.tar.partNN) in {parts_dir}.")
+    latest = max({os.path.basename(p).split(".tar.part")[0] for p in parts}, key=lambda n: int(n.split("-")[1]))
+    data = b"".join(open(p, "rb").read() for p in parts if os.path.basename(p).startswith(latest + ".tar.part"))
+    os.makedirs(output_dir, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+        tar.extractall(output_dir, filter="data")
+    return os.path.join(output_dir, latest)
