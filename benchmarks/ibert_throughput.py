@@ -21,6 +21,7 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, XLNetConfig, XLNetLMHeadModel
 
 from lengthgen.modeling import IBertConfig, IBertForMaskedLM
+from lengthgen.training.hardware import hardware
 
 
 def build_models(args):
@@ -118,7 +119,7 @@ def main(argv=None):
         print(f"length {length:>4}: {cells}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=2)
+            json.dump({"args": vars(args), "hardware": hardware(), "results": results}, f, indent=2)
     return results
 
 

@@ -31,6 +31,7 @@ from torch.nn import functional as F
 
 from lengthgen.modeling import NDRConfig, NDRForSequenceClassification
 from lengthgen.modeling.ndr import geometric_attention, geometric_attention_cpu, geometric_attention_weights
+from lengthgen.training.hardware import hardware
 
 HUB_CONFIGS = Path(__file__).resolve().parent.parent / "hub_configs"
 GEOMETRIC_MODULE = sys.modules["lengthgen.modeling.ndr.geometric_attention"]
@@ -263,7 +264,8 @@ def main(argv=None):
             print(f"N={n}: " + "; ".join(cells))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "fused_kernel": kernel, "results": results}, f, indent=2)
+            json.dump({"args": vars(args), "hardware": hardware(), "fused_kernel": kernel, "results": results}, f,
+                      indent=2)
     return results
 
 

@@ -42,6 +42,7 @@ from lengthgen.modeling import (
     RobertaWithRecurrenceConfig,
     RobertaWithRecurrenceForQuestionAnswering,
 )
+from lengthgen.training.hardware import hardware
 
 
 # glibc serves large blocks from a heap that fragments as windows come and go, which inflates the peak RSS without
@@ -229,7 +230,7 @@ def main(argv=None) -> dict:
           + f"; recurrent / plain = {speed['ratio']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"arguments": {k: v for k, v in vars(args).items() if k not in ("json", "case")},
+            json.dump({"hardware": hardware(), "arguments": {k: v for k, v in vars(args).items() if k not in ("json", "case")},
                        "peak_bytes": results, **speed}, f, indent=2)
     return {"peak_bytes": results, **speed}
 

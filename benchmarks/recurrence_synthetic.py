@@ -34,6 +34,7 @@ from lengthgen.data.tokenization import word_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import run_clm_recurrent  # noqa: E402
+from lengthgen.training.hardware import hardware  # noqa: E402
 
 KEY = "key"
 
@@ -160,7 +161,7 @@ def main(argv=None):
     print(f"recurrent / disjoint perplexity: {results['perplexity_ratio_recurrent_over_disjoint']:.3f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+            json.dump({"hardware": hardware(), **results}, f, indent=2)
     return results
 
 
