@@ -40,7 +40,7 @@ import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classe
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
 from lengthgen.data.tokenization import word_tokenizer
-from lengthgen.release import record_run
+from lengthgen.release import record_evaluation, record_run
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
@@ -216,6 +216,12 @@ def main(argv=None):
     if training_args.should_save:
         if training_args.do_train:  # how the model was trained, for lengthgen-release's model card
             record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args, task="text-classification")
+        elif training_args.do_eval and model_args.model_name_or_path and os.path.isdir(model_args.model_name_or_path):
+            # an evaluation of a trained folder (e.g. with --eval_num_steps): the output becomes a copy of that model
+            # with these numbers, which lengthgen-release can publish
+            trainer.save_model()
+            record_evaluation(training_args.output_dir, model_args.model_name_or_path, "examples/run_classification.py",
+                              argv, data_args)
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,
             tasks="text-classification",

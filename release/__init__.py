@@ -53,6 +53,22 @@ def record_run(output_dir: str, script: str, argv: list[str] | None, data_args, 
         json.dump(record, f, indent=2)
 
 
+def record_evaluation(output_dir: str, trained_dir: str, script: str, argv: list[str] | None, data_args):
+    """Write `lengthgen_run.json` for an evaluation-only run of the trained folder `trained_dir` (its own record, when
+    it has one, plus this evaluation's command and number of NDR steps): the output directory then releases as that
+    model with the numbers measured here."""
+    source = os.path.join(trained_dir, RUN_RECORD)
+    if not os.path.isfile(source):
+        return
+    with open(source) as f:
+        record = json.load(f)
+    argv = sys.argv[1:] if argv is None else argv
+    record.update(evaluation_command=f"python {script} {shlex.join(argv)}",
+                  eval_num_steps=getattr(data_args, "eval_num_steps", None))
+    with open(os.path.join(output_dir, RUN_RECORD), "w") as f:
+        json.dump(record, f, indent=2)
+
+
 def accuracy_tables(metrics: dict) -> dict:
     """{split: {"all": accuracy, difficulty: accuracy}} from the example scripts' metrics: `eval_{split}_accuracy[_dN]`
     (run_classification) or `eval_{split}_sequence_accuracy[_dN]` (run_mlm, whole masked span exact)."""
@@ -172,6 +188,9 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
     if has_plot:
         lines += ["", f"![accuracy against length or depth]({PLOT})"]
     lines += ["", "## Training", "", "```bash", run["command"], "```"]
+    if run.get("evaluation_command"):
+        lines += ["", "The results above were measured by evaluating the trained model again:", "", "```bash",
+                  run["evaluation_command"], "```"]
     if run.get("eval_num_steps"):
         lines += ["", f"The results were measured with {run['eval_num_steps']} steps of the shared layer; config.json's "
                   f"`num_steps` is set to that (training used {config.get('num_layers')})."]

@@ -83,6 +83,30 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
     assert report["rows"] == 20 and report["measured"] == pytest.approx(metrics["eval_test_accuracy"], abs=1e-9)
 
 
+def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(trained, tmp_path):
+    """run_classification.py evaluating a trained NDR with --eval_num_steps writes a folder that releases as that model,
+    num_steps set to what its card's numbers were measured with, and both commands on the card."""
+    output_dir, _ = trained
+    evaluated = tmp_path / "evaluated"
+    metrics = run_classification.main(
+        ["--model_name_or_path", str(output_dir), "--dataset_name", "ctl", "--dataset_config_name", "backward",
+         "--dataset_param", *CTL_PARAMS, "--output_dir", str(evaluated), "--do_eval", "--eval_num_steps", "7",
+         "--use_cpu", "--disable_tqdm", "true", "--report_to", "none"]
+    )
+    folder = release(str(evaluated), "someone/ndr-tiny-7", target=str(tmp_path / "release"))
+    config = json.loads(open(os.path.join(folder, "config.json")).read())
+    assert config["num_steps"] == 7 and config["num_layers"] == 3
+    card = open(os.path.join(folder, "README.md")).read()
+    assert "--max_steps 30" in card and "--eval_num_steps 7" in card  # how it was trained, how it was evaluated
+    assert card_results(folder)[("test", "accuracy")] == pytest.approx(metrics["eval_test_accuracy"], abs=5e-5)
+    result = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--split", "test",
+         "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1])["measured"] == pytest.approx(metrics["eval_test_accuracy"])
+
+
 def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypatch):
     output_dir, metrics = trained
     calls = []
