@@ -2,6 +2,7 @@
 
     lengthgen-release outputs/reproduce/ndr-ctl-backward --repo-id you/ndr-ctl-backward            # -> ./ndr-ctl-backward
     lengthgen-release outputs/reproduce/ndr-ctl-backward --repo-id you/ndr-ctl-backward --target release/ndr --push
+    lengthgen-release checkpoints/ndr-ctl-backward --repo-id you/ndr-ctl-backward --push     # a release folder, as is
 
 The output directory is what `examples/run_classification.py` or `examples/run_mlm.py` wrote (with `--do_eval`):
 `config.json` with its `auto_map`, `model.safetensors`, the model code that `save_pretrained` copied, tokenizer files,
@@ -251,16 +252,44 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     return target
 
 
+def is_release_folder(folder: str) -> bool:
+    """A folder `release` wrote (or one shipped in checkpoints/): model, code and a model card, no training outputs."""
+    return os.path.isfile(os.path.join(folder, "README.md")) and os.path.isfile(os.path.join(folder, "config.json")) \
+        and not os.path.isfile(os.path.join(folder, RUN_RECORD))
+
+
+def publish(folder: str, repo_id: str) -> str:
+    """Upload a release folder to `repo_id` as it is (the checkpoints shipped in the repository go to the Hub
+    unchanged)."""
+    if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
+        raise ReleaseError(f"--repo-id must be ORG/NAME, got {repo_id!r}.")
+    if not hub_token():
+        raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(repo_id, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen-release")
+    return folder
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="lengthgen-release", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("output_dir", help="a trained output directory of run_classification.py or run_mlm.py")
+    parser.add_argument("output_dir", help="a trained output directory of run_classification.py or run_mlm.py, or a "
+                        "release folder to upload unchanged with --push")
     parser.add_argument("--repo-id", required=True, help="ORG/NAME of the model repository on the Hub")
     parser.add_argument("--target", help="folder to write (default: ./NAME); must not exist or be empty")
     parser.add_argument("--push", action="store_true", help="upload the folder to --repo-id")
     args = parser.parse_args(argv)
     try:
-        folder = release(args.output_dir, args.repo_id, args.target, args.push)
+        if os.path.isdir(args.output_dir) and is_release_folder(args.output_dir):
+            if not args.push or args.target:
+                raise ReleaseError(f"{args.output_dir} is already a release folder: upload it as it is with --push "
+                                   "(and no --target).")
+            folder = publish(args.output_dir, args.repo_id)
+        else:
+            folder = release(args.output_dir, args.repo_id, args.target, args.push)
     except ReleaseError as error:
         parser.exit(2, f"lengthgen-release: error: {error}\n")
     print(folder)

@@ -131,6 +131,23 @@ def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypa
     assert by_split["test"].metric_value == pytest.approx(metrics["eval_test_accuracy"], abs=5e-5)
 
 
+def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, capsys):
+    """`lengthgen-release FOLDER --push` on a release folder (as shipped in checkpoints/) uploads it byte for byte."""
+    output_dir, _ = trained
+    folder = release(str(output_dir), "someone/ndr-tiny", target=str(tmp_path / "released"))
+    before = {name: open(os.path.join(folder, name), "rb").read() for name in os.listdir(folder)}
+    monkeypatch.setenv("HF_TOKEN", "hf_offline_test_token")
+    monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: None)
+    uploaded = tmp_path / "uploaded"
+    monkeypatch.setattr(HfApi, "upload_folder", lambda self, repo_id, folder_path, **kw: shutil.copytree(folder_path, uploaded))
+    main([folder, "--repo-id", "someone/ndr-tiny", "--push"])
+    assert {name: (uploaded / name).read_bytes() for name in os.listdir(uploaded)} == before
+    with pytest.raises(SystemExit) as exit_info:  # without --push there is nothing to do with it
+        main([folder, "--repo-id", "someone/ndr-tiny"])
+    assert exit_info.value.code == 2
+    assert "is already a release folder: upload it as it is with --push" in capsys.readouterr().err
+
+
 def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, capsys):
     output_dir, _ = trained
     empty = tmp_path / "empty"
