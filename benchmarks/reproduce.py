@@ -16,9 +16,10 @@ per-depth accuracy on every split); this file only chooses its arguments and wri
 * `docs/results/<name>.png`: accuracy against depth/length, the baseline beside it, the training range shaded.
 
 A run that is interrupted resumes from its last checkpoint when the same command is given again; a finished run is
-only re-evaluated. `--precision auto` trains with bf16 autocast where the device has native bf16 (a CUDA GPU with
-bf16; a CPU with AVX-512 BF16 or AMX) and in fp32 elsewhere: on a CPU without it, bf16 matrix products fall back to
-a slow path (benchmarks/cpu_precision.py). The hardware and precision go into every results JSON.
+only re-evaluated, in fp32 (the released weights are fp32: the numbers are those a user gets). `--precision auto`
+trains with bf16 autocast where the device has native bf16 (a CUDA GPU with bf16; a CPU with AVX-512 BF16 or AMX)
+and in fp32 elsewhere: on a CPU without it, bf16 matrix products fall back to a slow path
+(benchmarks/cpu_precision.py). The hardware and precision go into every results JSON.
 
 Paper scale, in pieces. The `*-paper` presets train the `hub_configs/` model as it is with the paper's arguments
 (thesis Tables D.3-D.5, the I-BERT paper's §6.1) on the GPU when there is one (bf16, the Triton geometric attention,
@@ -241,7 +242,7 @@ def script_arguments(name: str, preset: Preset, output_dir: str, precision: str,
     ]
     if preset.script == "classification":
         args += ["--load_best_model_at_end", "--metric_for_best_model", "accuracy"]
-    if precision == "bf16":
+    if precision == "bf16" and not trained:  # a trained model is evaluated again in fp32, as a user runs it
         args.append("--bf16")
     if max_train_seconds and not trained:
         args += ["--max_train_seconds", str(max_train_seconds)]
@@ -366,6 +367,7 @@ def reproduce(name: str, output_root: str, precision: str, results_dir: str = RE
         "train_range": list(train_range(preset)),
         "model_config": model_config,
         "precision": precision,
+        "evaluation_precision": "fp32" if trained else precision,
         "training": {
             "steps": state["global_step"],
             "epochs": state.get("epoch"),
