@@ -76,14 +76,19 @@ class Preset:
     dataset_params: list[str] = field(default_factory=list)
     deeper: dict | None = None  # generating parameters of a test split deeper than any of the task's (NDR only)
     paper_scale: bool = False  # the paper's model and recipe: runs on a GPU where there is one, batches binned by length
+    # on a CPU, "auto" = bf16 where the CPU has native bf16; "fp32" where bf16 was measured slower even there
+    cpu_precision: str = "auto"
 
 
 def _ndr_task(dataset, ndr_config, transformer_config, overrides, training, deeper, reference, paper, differences,
               dataset_config=None):
     """The NDR preset of a task and its transformer baseline, trained with the same width, steps and budget."""
     name = dataset.replace("_", "-") + (f"-{dataset_config}" if dataset_config else "")
+    # fp32 on every CPU: at 64 wide, bf16 autocast is slower even with native bf16 (Xeon with AVX-512 BF16, one
+    # thread, docs/cpu_precision_xeon_avx512bf16.json: 2.6x on CTL, 1.2x on arithmetic; the geometric attention
+    # computes in fp32 anyway, so autocast only adds casts)
     common = dict(script="classification", dataset=dataset, dataset_config=dataset_config, training=training,
-                  reference=reference)
+                  reference=reference, cpu_precision="fp32")
     return {
         f"ndr-{name}": Preset(
             **common, config=ndr_config, overrides=overrides, paper={"test": {"all": paper[0]}},
@@ -189,7 +194,7 @@ def _paper_scale(name: str, preset: Preset, training: list[str]) -> tuple[str, P
     length (`--group_by_length`), checkpoints every 1,000 steps (a piece of a run resumes from the last)."""
     common = ["--eval_steps", "1000", "--save_steps", "1000", "--group_by_length"]
     return f"{name}-paper", dataclasses.replace(
-        preset, overrides="", training=training + common, paper_scale=True, baseline=None,
+        preset, overrides="", training=training + common, paper_scale=True, baseline=None, cpu_precision="auto",
         differences="None intended: the paper's model size and training arguments (the hub_configs/ card's command).",
     )
 
@@ -321,13 +326,15 @@ def saved_result(results_dir: str, name: str | None) -> dict | None:
         return json.load(f)
 
 
-def reproduce(name: str, output_root: str, precision: str, results_dir: str = RESULTS_DIR,
+def reproduce(name: str, output_root: str, precision: str | None = None, results_dir: str = RESULTS_DIR,
               max_train_seconds: float | None = None) -> dict:
     """Train (or resume) and evaluate preset `name`, write its results JSON and plot. With `max_train_seconds`, training
     stops before that budget with a checkpoint, and the results are those of the model so far (`finished`: false)."""
     preset = PRESETS[name]
+    on_gpu = preset.paper_scale and torch.cuda.is_available()
+    precision = precision or ("auto" if on_gpu else preset.cpu_precision)
     if precision == "auto":
-        precision = auto_precision("cuda" if preset.paper_scale and torch.cuda.is_available() else "cpu")
+        precision = auto_precision("cuda" if on_gpu else "cpu")
     output_dir = os.path.join(output_root, name)
     trained = training_finished(output_dir, preset)
     argv = script_arguments(name, preset, output_dir, precision, trained, max_train_seconds)
@@ -492,7 +499,8 @@ def parse_args(argv=None):
     parser.add_argument("--list", action="store_true", help="list the presets")
     parser.add_argument("--table", action="store_true", help="print the Markdown table of docs/results/*.json")
     parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "outputs", "reproduce"))
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"],
+                        help="default: the preset's (auto = bf16 where the device has native bf16, else fp32)")
     parser.add_argument("--num-steps-table", action="store_true",
                         help=f"after training, NDR accuracy on deeper problems at num_steps {NUM_STEPS} (NDR presets)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (two runs at once: 1 each)")

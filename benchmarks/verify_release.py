@@ -72,11 +72,16 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folder")
     parser.add_argument("--rows", help="JSON lines with input and target (default: generate the card's split)")
-    parser.add_argument("--split", default="validation", help="the card's split to score")
+    parser.add_argument("--split", help="the card's split to score (default: its test split, else validation)")
     parser.add_argument("--without-lengthgen", action="store_true", help="make `import lengthgen` fail first")
     args = parser.parse_args(argv)
     if args.without_lengthgen:  # before anything is loaded: the Auto classes must not know lengthgen's models
         sys.modules["lengthgen.modeling"] = None
+    if args.split is None:
+        from huggingface_hub import ModelCard
+
+        splits = {r.dataset_split for r in ModelCard.load(f"{args.folder}/README.md").data.eval_results or []}
+        args.split = "test" if "test" in splits else "validation"
     stated = card_accuracy(args.folder, args.split)
     if args.rows:
         with open(args.rows) as f:
