@@ -463,8 +463,8 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
 def results_table(results_dir: str = RESULTS_DIR) -> str:
     """Markdown: one row per results JSON, the measured accuracy next to the paper's, per split."""
     lines = [
-        "| run | reference | split | measured | paper | baseline | steps | wall | target |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| run | reference | split | measured | paper | baseline | steps | wall | target | trained on |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for file in sorted(os.listdir(results_dir)):
         if not file.endswith(".json"):
@@ -472,6 +472,7 @@ def results_table(results_dir: str = RESULTS_DIR) -> str:
         with open(os.path.join(results_dir, file)) as f:
             r = json.load(f)
         base = (r.get("baseline") or {}).get("accuracy", {})
+        where = f"{r['hardware']['cpu'].replace('(R)', '')} ({r['hardware']['cpu_capability']}), {r['precision']}"
         for split, table in r["accuracy"].items():
             if split == "train":
                 continue
@@ -488,7 +489,7 @@ def results_table(results_dir: str = RESULTS_DIR) -> str:
                     f"| {r['name']} | {r['reference']} | {split} {'' if key == 'all' else key} | "
                     f"{table[key]:.3f} | {'' if paper is None else f'{paper:.2f}'} | "
                     f"{'' if key not in base.get(split, {}) else f'{base[split][key]:.3f}'} | "
-                    f"{r['training']['steps']} | {r['training']['wall_seconds'] / 60:.0f} min | {mark} |"
+                    f"{r['training']['steps']} | {r['training']['wall_seconds'] / 60:.0f} min | {mark} | {where} |"
                 )
     return "\n".join(lines)
 
