@@ -44,6 +44,7 @@ from transformers.modeling_outputs import MaskedLMOutput
 
 from ..data.export import BUILDERS, load_splits, parse_param
 from ..data.nsp import MASK
+from ..training.hardware import hardware
 
 WIDTH, HEADS, FEED_FORWARD, LAYERS, NDR_STEPS = 64, 4, 256, 4, 12
 TRAIN_SAMPLE = 512  # training examples evaluated for the fit column
@@ -423,6 +424,7 @@ def _run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget
         "budget": vars(budget),
         "data_parameters": {k: list(v) if isinstance(v, tuple) else v for k, v in task.params.items()},
         "threads": torch.get_num_threads(),
+        "hardware": hardware(),
     }
 
 
