@@ -180,7 +180,9 @@ PRESETS = {
         "thesis Table 5.4", (0.99, 0.74),
         "64 wide (thesis 512), 4 heads (16), batch 128 (512), lr 1e-3 (2e-4), 4K steps (100K): a 2-core CPU.",
     ),
-    **_nsp_task("add", {"validation": {"13": 0.92, "14": 0.81, "15": 0.66, "16": 0.36}}, ("validation", "13", 0.90)),
+    # add: 10 epochs too; in the 20-epoch run 13-digit accuracy swung between 0.22 and 0.74 from epoch 5 on
+    **_nsp_task("add", {"validation": {"13": 0.92, "14": 0.81, "15": 0.66, "16": 0.36}}, ("validation", "13", 0.90),
+                epochs=10),
     # copy and reverse meet their target within 10 epochs (13 digits >= 0.95 from epoch 2.5 on reverse, 7.5 on copy,
     # in the 20-epoch runs of docs/results): 10 epochs leave CPU time for the others
     **_nsp_task("copy", {}, ("validation", "13", 0.90), epochs=10),
