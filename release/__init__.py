@@ -292,8 +292,7 @@ def main(argv=None):
             folder = release(args.output_dir, args.repo_id, args.target, args.push)
     except ReleaseError as error:
         parser.exit(2, f"lengthgen-release: error: {error}\n")
-    print(folder)
-    return folder
+    print(folder)  # no return value: the console script would pass it to sys.exit (exit status 1)
 
 
 if __name__ == "__main__":

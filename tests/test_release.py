@@ -141,6 +141,15 @@ def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, ca
     uploaded = tmp_path / "uploaded"
     monkeypatch.setattr(HfApi, "upload_folder", lambda self, repo_id, folder_path, **kw: shutil.copytree(folder_path, uploaded))
     main([folder, "--repo-id", "someone/ndr-tiny", "--push"])
+    assert capsys.readouterr().out.strip() == folder
+    # as the console script runs it: exit status 0 and the folder's path (a value returned by main would become
+    # exit status 1)
+    target = tmp_path / "by-script"
+    result = subprocess.run([sys.executable, "-c", "import sys; from lengthgen.release import main; sys.exit(main())",
+                             str(output_dir), "--repo-id", "someone/ndr-tiny", "--target", str(target)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(target) and (target / "model.safetensors").is_file()
     assert {name: (uploaded / name).read_bytes() for name in os.listdir(uploaded)} == before
     with pytest.raises(SystemExit) as exit_info:  # without --push there is nothing to do with it
         main([folder, "--repo-id", "someone/ndr-tiny"])
