@@ -159,9 +159,10 @@ def main(argv=None):
         print(f"| {name} | {r['perplexity_per_token']:.3f} | {r['secret_loss_first_window']:.3f} | "
               f"{r['secret_loss_later_windows']:.3f} |")
     print(f"recurrent / disjoint perplexity: {results['perplexity_ratio_recurrent_over_disjoint']:.3f}")
+    results["hardware"] = hardware()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"hardware": hardware(), **results}, f, indent=2)
+            json.dump(results, f, indent=2)
     return results
 
 
