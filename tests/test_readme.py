@@ -1,15 +1,34 @@
 import os
 import re
 
+from lengthgen.data.ctl import ctl_tables
 
-def test_readme_quick_start_runs(repo_root, tmp_path, monkeypatch):
-    """The README's first Python block runs as written (from a folder holding hub_configs/)."""
+
+def quick_start_blocks(repo_root) -> list[str]:
     readme = (repo_root / "README.md").read_text()
-    block = re.search(r"## Quick start\n\n```python\n(.*?)```", readme, re.S).group(1)
+    section = readme.split("## Quick start\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def test_readme_quick_start_solves_problems_past_the_training_range(repo_root, monkeypatch):
+    """The first block runs as written from the repository root, with the shipped checkpoints, and gets right a
+    14-digit reversal (trained on 2-12) and an 8-application CTL problem (trained on 1-5)."""
+    monkeypatch.chdir(repo_root)
+    namespace = {}
+    exec(compile(quick_start_blocks(repo_root)[0], "README.md", "exec"), namespace)
+    assert namespace["restored"] == namespace["number"][::-1]
+    tables, symbol = ctl_tables(8, 9, seed=0), 0b101  # the builder's tables; backward: the last function first
+    for function in reversed("b a d c e f g h".split()):
+        symbol = tables["abcdefghi".index(function)][symbol]
+    assert namespace["answer"] == format(symbol, "03b")
+
+
+def test_readme_model_from_a_config_runs(repo_root, tmp_path, monkeypatch):
+    """The second block runs as written (from a folder holding hub_configs/)."""
     os.symlink(repo_root / "hub_configs", tmp_path / "hub_configs")
     monkeypatch.chdir(tmp_path)
     namespace = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(quick_start_blocks(repo_root)[1], "README.md", "exec"), namespace)
     assert namespace["logits"].shape[:2] == namespace["batch"]["input_ids"].shape
     assert (tmp_path / "my-ibert" / "modeling_ibert.py").is_file()
 
