@@ -94,3 +94,23 @@ def test_unknown_preset_lists_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         reproduce.parse_args(["ndr-ctl-sideways"])
     assert "ndr-ctl-backward" in capsys.readouterr().err
+
+
+def test_paper_scale_presets_are_the_hub_configs_cards_commands():
+    """The -paper presets train the hub_configs/ model as it is with the arguments its card gives, without --use_cpu
+    (the GPU when there is one), batches binned by length; a budget reaches the script as --max_train_seconds."""
+    card = open(os.path.join(REPO, "hub_configs", "ndr-listops", "README.md")).read()
+    args = reproduce.script_arguments("ndr-listops-paper", reproduce.PRESETS["ndr-listops-paper"], "out", "bf16",
+                                      max_train_seconds=480)
+    last = {flag: args[len(args) - 1 - args[::-1].index(flag) + 1] for flag in args if flag.startswith("--")}
+    assert last["--config_name"].endswith(os.path.join("hub_configs", "ndr-listops")) and last["--config_overrides"] == ""
+    for flag in ("--learning_rate", "--weight_decay", "--per_device_train_batch_size", "--max_steps", "--max_grad_norm",
+                 "--eval_num_steps"):  # the value the script gets last is the card's
+        assert float(last[flag]) == float(card.split(flag)[1].split()[0]), flag
+    assert "--use_cpu" not in args and "--group_by_length" in args and "--bf16" in args
+    assert args[args.index("--max_train_seconds") + 1] == "480"
+    trained = reproduce.script_arguments("ndr-listops-paper", reproduce.PRESETS["ndr-listops-paper"], "out", "bf16",
+                                         trained=True, max_train_seconds=480)
+    assert "--bf16" not in trained and "--max_train_seconds" not in trained  # evaluated again in fp32, no budget
+    assert reproduce.PRESETS["ndr-listops-paper"].cpu_precision == "auto"
+    assert reproduce.PRESETS["ndr-listops"].cpu_precision == "fp32"  # measured slower in bf16 at 64 wide
