@@ -30,7 +30,8 @@ def card(folder):
 
 def test_the_promised_checkpoints_are_shipped():
     tasks = {(card(f)[0].eval_results[0].dataset_type, card(f)[0].eval_results[0].dataset_config) for f in FOLDERS}
-    promised = {("ctl", "backward"), ("nsp_inductive", "copy"), ("nsp_inductive", "reverse"), ("nsp_inductive", "add")}
+    promised = {("ctl", "backward"), ("nsp_inductive", "copy"), ("nsp_inductive", "reverse"), ("nsp_inductive", "add"),
+                ("simple_arithmetic", None)}
     assert promised <= tasks
 
 
