@@ -136,8 +136,7 @@ def ctl_training(max_steps: int) -> list[str]:
     ]
 CTL_DIFFERENCES = (
     "d_model 64 (thesis 256), no dropout (0.1), batch 256 (512), lr 1e-3 constant (1.5e-4), 20K steps (30K): the "
-    "width "
-    "and budget of a 2-core CPU; the 64-wide recipe is the one that learned CTL here (docs/ndr.md)."
+    "width and budget of a 2-core CPU; the 64-wide recipe is the one that learned CTL here (docs/ndr.md)."
 )
 # Arithmetic and ListOps at CPU scale: 64 wide, 4 heads, batch 128, lr 1e-3 (thesis: 256/512 wide, batch 512,
 # 1.5e-4/2e-4, 100K steps), as many steps as fit about two hours on one core (geometric attention at 39-51 tokens:

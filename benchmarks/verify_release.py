@@ -18,10 +18,7 @@ import json
 import sys
 
 
-def card_accuracy(folder: str, split: str) -> float:
-    from huggingface_hub import ModelCard
-
-    card = ModelCard.load(f"{folder}/README.md")
+def card_accuracy(card, folder: str, split: str) -> float:
     splits = sorted({r.dataset_split for r in card.data.eval_results or []})
     if split not in splits:
         raise SystemExit(f"The model card in {folder} has no results on split {split!r}; it has {', '.join(splits)}.")
@@ -31,13 +28,11 @@ def card_accuracy(folder: str, split: str) -> float:
     raise SystemExit(f"The model card in {folder} states no overall accuracy on split {split!r}.")
 
 
-def generated_rows(folder: str, split: str) -> list[dict]:
+def generated_rows(card, split: str) -> list[dict]:
     """The split the card names, generated again by its lengthgen builder with the card's generating parameters."""
-    from huggingface_hub import ModelCard
-
     from lengthgen.data.export import load_splits, parse_param
 
-    data = ModelCard.load(f"{folder}/README.md").data
+    data = card.data
     result = data.eval_results[0]
     params = dict(parse_param(p) for p in data.to_dict().get("dataset_params", []))
     rows = load_splits(result.dataset_type, result.dataset_config, params)[split]
@@ -77,17 +72,18 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.without_lengthgen:  # before anything is loaded: the Auto classes must not know lengthgen's models
         sys.modules["lengthgen.modeling"] = None
-    if args.split is None:
-        from huggingface_hub import ModelCard
+    from huggingface_hub import ModelCard
 
-        splits = {r.dataset_split for r in ModelCard.load(f"{args.folder}/README.md").data.eval_results or []}
+    card = ModelCard.load(f"{args.folder}/README.md")
+    if args.split is None:
+        splits = {r.dataset_split for r in card.data.eval_results or []}
         args.split = "test" if "test" in splits else "validation"
-    stated = card_accuracy(args.folder, args.split)
+    stated = card_accuracy(card, args.folder, args.split)
     if args.rows:
         with open(args.rows) as f:
             rows = [json.loads(line) for line in f if line.strip()]
     else:
-        rows = generated_rows(args.folder, args.split)
+        rows = generated_rows(card, args.split)
     if args.without_lengthgen:
         assert not any(m.startswith("lengthgen.modeling.") for m in sys.modules), "lengthgen's models were imported"
         sys.modules["lengthgen"] = None  # any further import of lengthgen now raises ImportError

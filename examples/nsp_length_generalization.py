@@ -143,11 +143,12 @@ def main(argv=None):
     title = f"NSP {args.task}: trained on {args.train_digits[0]}-{args.train_digits[1]} digits"
     plot_path = os.path.join(args.output_dir, f"nsp_{args.task}_accuracy.png")
     plot(results, first_unseen, title, plot_path)
+    machine = hardware()
     with open(os.path.join(args.output_dir, "results.json"), "w") as f:
-        json.dump({"args": vars(args), "hardware": hardware(), "sequence_accuracy": results,
+        json.dump({"args": vars(args), "hardware": machine, "sequence_accuracy": results,
                    "train_samples_per_second": throughput}, f, indent=2)
     print(f"\n{title}\n{table}")
-    print(f"precision {args.precision} on {hardware()['cpu']} ({hardware()['cpu_capability']})")
+    print(f"precision {args.precision} on {machine['cpu']} ({machine['cpu_capability']})")
     print("training sequences/s: " + ", ".join(f"{m} {v:.0f}" for m, v in throughput.items() if v))
     target = os.path.join(args.output_dir, "release", f"ibert-nsp-{args.task}")
     shutil.rmtree(target, ignore_errors=True)  # this run's model replaces the last one's

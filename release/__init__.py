@@ -206,20 +206,33 @@ def hub_token() -> str | None:
     return get_token()
 
 
+def check_push(repo_id: str, push: bool):
+    """ReleaseError for a repo id that is not ORG/NAME, or for `push` without a Hub token; before anything is written."""
+    if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
+        raise ReleaseError(f"--repo-id must be ORG/NAME, got {repo_id!r}.")
+    if push and not hub_token():
+        raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
+
+
+def upload(folder: str, repo_id: str):
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(repo_id, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen-release")
+
+
 def release(output_dir: str, repo_id: str, target: str | None = None, push: bool = False) -> str:
     """Write the Hub-ready folder of `output_dir` at `target` (default: ./NAME of the repo id); push it with `push`.
 
     Every check runs before anything is written; the folder is assembled in a temporary directory beside the target
     and moved into place only when complete, so a failure leaves no partial folder.
     """
-    if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
-        raise ReleaseError(f"--repo-id must be ORG/NAME, got {repo_id!r}.")
+    check_push(repo_id, push)
     config, run, tables = read_output_dir(output_dir)
     target = os.path.abspath(target or repo_id.split("/")[-1])
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise ReleaseError(f"Target folder {target} exists and is not empty.")
-    if push and not hub_token():
-        raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
 
     code_files = sorted(f for f in os.listdir(output_dir) if f.endswith(".py"))  # the auto_map modules and their imports
     missing = {ref.split("--")[-1].split(".")[0] + ".py" for ref in config["auto_map"].values()} - set(code_files)
@@ -244,11 +257,7 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if push:
-        from huggingface_hub import HfApi
-
-        api = HfApi()
-        api.create_repo(repo_id, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=target, commit_message="lengthgen-release")
+        upload(target, repo_id)
     return target
 
 
@@ -261,15 +270,8 @@ def is_release_folder(folder: str) -> bool:
 def publish(folder: str, repo_id: str) -> str:
     """Upload a release folder to `repo_id` as it is (the checkpoints shipped in the repository go to the Hub
     unchanged)."""
-    if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
-        raise ReleaseError(f"--repo-id must be ORG/NAME, got {repo_id!r}.")
-    if not hub_token():
-        raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
-    from huggingface_hub import HfApi
-
-    api = HfApi()
-    api.create_repo(repo_id, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen-release")
+    check_push(repo_id, push=True)
+    upload(folder, repo_id)
     return folder
 
 
