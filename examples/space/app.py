@@ -16,7 +16,8 @@ training range), and see the model's answer beside the correct one:
 The task comes from the checkpoint's model card (its `model-index` dataset and config) and so does the training range
 (its `train_difficulties`). Bad input is answered in the page: a problem that does not parse, a token outside the
 model's vocabulary, a problem longer than the model takes, a checkpoint that cannot be loaded (a name that is neither
-a folder here nor a Hub repository the Hub confirms fails at once, without the download retries). This folder (app.py, requirements.txt, README.md) can be pushed as a Space.
+a folder here nor a Hub repository the Hub confirms fails at once, without the download retries). This folder (app.py,
+requirements.txt, README.md) can be pushed as a Space.
 """
 
 import argparse
