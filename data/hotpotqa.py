@@ -1,4 +1,4 @@
-"""HotpotQA (distractor setting) for window-level recurrence (Hutchins et al., §5.4): a question and 10 paragraphs,
+"""HotpotQA (distractor setting) for window-level recurrence (Yoshida et al. 2020, §5.4): a question and 10 paragraphs,
 read as windows that each begin with the question and a separator.
 
 Sources: the Hub (`hotpotqa/hotpot_qa`, config `distractor`; columns `id`, `question`, `answer`, `type`, `level`,

@@ -1,4 +1,4 @@
-"""Long-document corpora for window-level recurrence (Hutchins et al., "Adding Recurrence to Pretrained Transformers",
+"""Long-document corpora for window-level recurrence (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained Transformers", 2020,
 §5): PG-19 and WikiText-103 (raw), as datasets with one whole document per row (columns `name`, `text`).
 
 Sources, for both corpora:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Fine-tune GPT-2 with window-level recurrence (or the plain GPT-2 baseline) on long documents, and evaluate
-perplexity per word and per token at the window and overlap the model is used with (Hutchins et al. §4-5).
+perplexity per word and per token at the window and overlap the model is used with (Yoshida et al. 2020 §4-5).
 
     # WikiText-103, recurrent model: GPT-2 weights + the paper's recurrence settings (window 300, overlap 0, l_ins 2)
     python examples/run_clm_recurrent.py --model_name_or_path gpt2 --config_name hub_configs/gpt2-recurrent-wikitext103 \
@@ -345,7 +345,7 @@ def main(argv=None):
             f.write(
                 "\n## lengthgen\n\nGPT-2 with window-level recurrence (`gpt2_recurrent`, recurrence "
                 f"{'on' if model.config.use_recurrence else 'off'}, window {window}, trained with overlap {overlap}): "
-                "Hutchins et al., *Adding Recurrence to Pretrained Transformers*.\n"
+                "Yoshida, Ettinger and Gimpel, *Adding Recurrence to Pretrained Transformers for Improved Efficiency and Context Size* (arXiv:2008.07027, 2020).\n"
             )
             if rows:
                 f.write("\n| split | overlap | perplexity per word | perplexity per token | FLOPs/token |\n"

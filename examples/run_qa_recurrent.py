@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Fine-tune RoBERTa with window-level recurrence (or the disjoint baseline) on HotpotQA, distractor setting, and
-report answer-only F1 / exact match (Hutchins et al. §5.4, Table 3).
+report answer-only F1 / exact match (Yoshida et al. 2020 §5.4, Table 3).
 
     python examples/run_qa_recurrent.py --model_name_or_path roberta-base \
         --config_name hub_configs/roberta-recurrent-hotpotqa --dataset_name hotpotqa/hotpot_qa \
@@ -271,7 +271,7 @@ def main(argv=None):
         with open(os.path.join(training_args.output_dir, "README.md"), "a") as f:
             f.write(
                 "\n## lengthgen\n\nRoBERTa with window-level recurrence (`roberta_recurrent`, recurrence "
-                f"{'on' if model.config.use_recurrence else 'off'}): Hutchins et al., *Adding Recurrence to "
+                f"{'on' if model.config.use_recurrence else 'off'}): Yoshida et al. 2020, *Adding Recurrence to "
                 "Pretrained Transformers*, §5.4.\n"
             )
             if "eval_f1" in all_metrics:

@@ -1,4 +1,4 @@
-"""Configuration of GPT-2 with window-level recurrence (Hutchins et al., "Adding Recurrence to Pretrained
+"""Configuration of GPT-2 with window-level recurrence (Yoshida et al. 2020, "Adding Recurrence to Pretrained
 Transformers", §3)."""
 
 from transformers import GPT2Config

@@ -1,4 +1,4 @@
-"""Configuration of RoBERTa with window-level recurrence for extractive question answering (Hutchins et al., "Adding
+"""Configuration of RoBERTa with window-level recurrence for extractive question answering (Yoshida et al. 2020, "Adding
 Recurrence to Pretrained Transformers", §5.4)."""
 
 from transformers import RobertaConfig

@@ -1,4 +1,4 @@
-"""RoBERTa with window-level recurrence for extractive question answering over long contexts (Hutchins et al.,
+"""RoBERTa with window-level recurrence for extractive question answering over long contexts (Yoshida et al. 2020,
 "Adding Recurrence to Pretrained Transformers", §5.4, Table 3: HotpotQA, distractor setting).
 
 An example (a question and its context, e.g. 10 paragraphs) arrives as windows, each beginning with the question and

@@ -1,4 +1,4 @@
-"""What the GPT-2 and RoBERTa models with window-level recurrence share (Hutchins et al., §3.1 and §5.4): the
+"""What the GPT-2 and RoBERTa models with window-level recurrence share (Yoshida et al. 2020, §3.1 and §5.4): the
 recurrence module (a pooled summary z of one window and the feed-forward network that maps it to h_prev, the extra
 key and value of the next window), whole-window gradient checkpointing and the recurrence module's initialisation
 (`WindowRecurrenceMixin`), and the checks of the recurrence config fields and of the inputs."""

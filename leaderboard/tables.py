@@ -1,4 +1,4 @@
-"""The leaderboard of a `lengthgen-bench` output folder, from its cell JSONs alone.
+"""The leaderboard of a `lengthgen-leaderboard` output folder, from its cell JSONs alone.
 
 `leaderboard.md` and `leaderboard.csv`: per task and model, the score (mean accuracy over the difficulties above the
 training range, as Delétang et al. score) of the best and the median seed, the fit (accuracy on a sample of training
@@ -99,7 +99,7 @@ def write_leaderboard(output_dir: str) -> str:
     """Write leaderboard.md, leaderboard.csv, accuracy_by_length.csv and plots/ from the cells; return the .md path."""
     cells = load_cells(output_dir)
     if not cells:
-        raise ValueError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen-bench there first.")
+        raise ValueError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen-leaderboard there first.")
     summary = summarize(cells)
     with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
         writer = csv.writer(f)

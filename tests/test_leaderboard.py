@@ -6,42 +6,42 @@ import statistics
 import pytest
 import torch
 
-import lengthgen.bench as bench
+import lengthgen.leaderboard as leaderboard
 
 # Tiny Chomsky-hierarchy data: train lengths 1-4, test 5-8.
 TINY = {"chomsky_hierarchy": dict(train_lengths=(1, 4), test_lengths=(5, 8), train_size=400, test_size=64)}
-FAST = bench.Budget(max_steps=120, batch_size=32, learning_rate=5e-3, eval_batch_size=64)
+FAST = leaderboard.Budget(max_steps=120, batch_size=32, learning_rate=5e-3, eval_batch_size=64)
 
 
 def test_answer_layout_by_hand():
     # a one-token answer: the input, a separator, one slot
-    assert bench.answer_layout("1 0 1", "0") == (["1", "0", "1", "[SEP]", "[MASK]"], [None, None, None, None, "0"])
+    assert leaderboard.answer_layout("1 0 1", "0") == (["1", "0", "1", "[SEP]", "[MASK]"], [None, None, None, None, "0"])
     # a sequence answer: one slot per answer token
-    tokens, answers = bench.answer_layout("0 1 1", "1 1 0")
+    tokens, answers = leaderboard.answer_layout("0 1 1", "1 1 0")
     assert tokens == ["0", "1", "1", "[SEP]", "[MASK]", "[MASK]", "[MASK]"]
     assert answers == [None] * 4 + ["1", "1", "0"]
     # an input with its own slots (NSP): read there, the target restores the whole sequence
-    assert bench.answer_layout("1 _ 1 _ [MASK]", "1 _ 1 _ 2") == (["1", "_", "1", "_", "[MASK]"], [None] * 4 + ["2"])
+    assert leaderboard.answer_layout("1 _ 1 _ [MASK]", "1 _ 1 _ 2") == (["1", "_", "1", "_", "[MASK]"], [None] * 4 + ["2"])
     with pytest.raises(ValueError, match="target of 2"):
-        bench.answer_layout("1 [MASK] 3", "1 2")
+        leaderboard.answer_layout("1 [MASK] 3", "1 2")
 
 
 def test_accuracy_by_difficulty_by_hand():
     labels = [[-100, 5, 6, -100], [-100, 5, 6, -100], [-100, 7, -100, -100]]
     predicted = [[9, 5, 6, 9], [9, 5, 0, 9], [9, 1, 9, 9]]
-    result = bench.accuracy_by_difficulty(predicted, labels, [3, 3, 4])
+    result = leaderboard.accuracy_by_difficulty(predicted, labels, [3, 3, 4])
     assert result[3] == {"sequence_accuracy": 0.5, "token_accuracy": 0.75, "examples": 2}  # (1 + 0) / 2, (1 + .5) / 2
     assert result[4] == {"sequence_accuracy": 0.0, "token_accuracy": 0.0, "examples": 1}
 
 
-@pytest.mark.parametrize("name", list(bench.MODELS))
+@pytest.mark.parametrize("name", list(leaderboard.MODELS))
 def test_presets_share_the_budget_and_causal_ones_do_not_look_ahead(name):
-    model = bench.build_model(name, vocab_size=12, pad_token_id=0, seed=0).eval()
-    config = bench.resolve_model_config(name)
+    model = leaderboard.build_model(name, vocab_size=12, pad_token_id=0, seed=0).eval()
+    config = leaderboard.resolve_model_config(name)
     if config is not None:
-        assert config.hidden_size == bench.WIDTH and config.num_attention_heads == bench.HEADS
+        assert config.hidden_size == leaderboard.WIDTH and config.num_attention_heads == leaderboard.HEADS
         layers = config.num_layers if name == "ndr" else config.num_hidden_layers
-        assert layers == (bench.NDR_STEPS if name == "ndr" else bench.LAYERS)
+        assert layers == (leaderboard.NDR_STEPS if name == "ndr" else leaderboard.LAYERS)
     ids = torch.randint(5, 12, (2, 9))
     changed = ids.clone()
     changed[:, 6:] = torch.randint(5, 12, (2, 3))
@@ -59,13 +59,13 @@ def read_csv(path):
 
 
 def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
-    out = str(tmp_path / "bench")
-    records = bench.run_bench(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, FAST, params=TINY)
+    out = str(tmp_path / "leaderboard")
+    records = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, FAST, params=TINY)
     (cell,) = records
     assert cell["status"] == "ok" and cell["train_steps"] == FAST.max_steps
     first, last = cell["train_loss_first_last"]
     assert last < first
-    from lengthgen.bench.leaderboard import fit
+    from lengthgen.leaderboard.tables import fit
 
     assert fit(cell) >= 0.75  # parity of 1-4 bits learnt well above chance (0.5)
     assert cell["train_difficulties"] == [1, 4] and cell["score_difficulties"] == [5, 6, 7, 8]
@@ -92,14 +92,14 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     def must_not_run(*args, **kwargs):
         raise AssertionError("a finished cell ran again")
 
-    monkeypatch.setattr(bench, "run_cell", must_not_run)
-    assert bench.run_bench(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, FAST, params=TINY) == records
+    monkeypatch.setattr(leaderboard.cell, "run_cell", must_not_run)
+    assert leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, FAST, params=TINY) == records
     assert open(path).read() == written
 
 
 def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
-    out = str(tmp_path / "bench")
-    real_run_cell = bench.run_cell
+    out = str(tmp_path / "leaderboard")
+    real_run_cell = leaderboard.run_cell
     calls = []
 
     def run_cell(model_name, *args, **kwargs):
@@ -108,9 +108,9 @@ def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
             raise RuntimeError("out of patience")
         return real_run_cell(model_name, *args, **kwargs)
 
-    monkeypatch.setattr(bench, "run_cell", run_cell)
-    budget = bench.Budget(max_steps=5, batch_size=8)
-    records = bench.run_bench(["bert", "lstm"], ["chomsky_hierarchy/even_pairs"], 1, out, budget, params=TINY)
+    monkeypatch.setattr(leaderboard.cell, "run_cell", run_cell)
+    budget = leaderboard.Budget(max_steps=5, batch_size=8)
+    records = leaderboard.run_grid(["bert", "lstm"], ["chomsky_hierarchy/even_pairs"], 1, out, budget, params=TINY)
     status = {r["model"]: r["status"] for r in records}
     assert status == {"bert": "failed", "lstm": "ok"}
     failed = json.load(open(os.path.join(out, "cells", "bert__chomsky_hierarchy-even_pairs__seed0.json")))
@@ -118,22 +118,22 @@ def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     assert "RuntimeError: out of patience" in open(os.path.join(out, "leaderboard.md")).read()
     # a re-run tries the failed cell again and skips the finished one
     calls.clear()
-    bench.run_bench(["bert", "lstm"], ["chomsky_hierarchy/even_pairs"], 1, out, budget, params=TINY)
+    leaderboard.run_grid(["bert", "lstm"], ["chomsky_hierarchy/even_pairs"], 1, out, budget, params=TINY)
     assert calls == ["bert"]
 
 
 def test_unknown_model_or_task_lists_the_valid_ones(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["--models", "transformer-xl-9000", "--tasks", "ctl/backward", "--output-dir", str(tmp_path)])
+        leaderboard.main(["--models", "transformer-xl-9000", "--tasks", "ctl/backward", "--output-dir", str(tmp_path)])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
-    assert "Unknown model 'transformer-xl-9000'" in error and all(name in error for name in bench.MODELS)
+    assert "Unknown model 'transformer-xl-9000'" in error and all(name in error for name in leaderboard.MODELS)
     with pytest.raises(SystemExit):
-        bench.main(["--models", "lstm", "--tasks", "ctl/sideways", "--output-dir", str(tmp_path)])
+        leaderboard.main(["--models", "lstm", "--tasks", "ctl/sideways", "--output-dir", str(tmp_path)])
     error = capsys.readouterr().err
     assert "Unknown task 'ctl/sideways'" in error and "ctl/backward" in error and "chomsky_hierarchy/odds_first" in error
     with pytest.raises(SystemExit):
-        bench.main(["--models", "lstm", "--tasks", "ctl", "--output-dir", str(tmp_path), "--param", "nope.x=1"])
+        leaderboard.main(["--models", "lstm", "--tasks", "ctl", "--output-dir", str(tmp_path), "--param", "nope.x=1"])
     assert "BUILDER.KEY=VALUE" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "cells")
 
@@ -149,7 +149,7 @@ def test_a_task_too_long_for_a_model_fails_before_any_training(tmp_path, monkeyp
     for assignment in ("train_lengths=[1,4]", "train_size=400", "test_lengths=[600,601]", "test_size=4"):
         params += ["--param", f"chomsky_hierarchy.{assignment}"]
     with pytest.raises(SystemExit):
-        bench.main(["--models", "lstm", "bert", "--tasks", "chomsky_hierarchy/parity_check", "--output-dir", str(tmp_path), *params])
+        leaderboard.main(["--models", "lstm", "bert", "--tasks", "chomsky_hierarchy/parity_check", "--output-dir", str(tmp_path), *params])
     error = capsys.readouterr().err
     # 601 input tokens + separator + one slot + [CLS] and [SEP]
     assert "Model 'bert' cannot take task 'chomsky_hierarchy/parity_check'" in error
@@ -162,18 +162,18 @@ def test_any_transformers_config_by_path_or_model_type(tmp_path):
 
     GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=8).save_pretrained(tmp_path / "tiny-gpt2")
     name = f"hf:{tmp_path / 'tiny-gpt2'}"
-    config = bench.resolve_model_config(name)
+    config = leaderboard.resolve_model_config(name)
     assert (config.n_embd, config.n_positions) == (16, 8)
-    typed = bench.resolve_model_config("gpt2")  # a bare model type gets the presets' budget
-    assert (typed.n_embd, typed.n_layer, typed.n_head) == (bench.WIDTH, bench.LAYERS, bench.HEADS)
-    task = bench.resolve_task("chomsky_hierarchy/parity_check")
+    typed = leaderboard.resolve_model_config("gpt2")  # a bare model type gets the presets' budget
+    assert (typed.n_embd, typed.n_layer, typed.n_head) == (leaderboard.WIDTH, leaderboard.LAYERS, leaderboard.HEADS)
+    task = leaderboard.resolve_task("chomsky_hierarchy/parity_check")
     task.params.update(TINY["chomsky_hierarchy"])
-    prepared = bench.prepare_task(task)
+    prepared = leaderboard.prepare_task(task)
     assert prepared.longest == 8 + 4  # length 8, separator, slot, [CLS], [SEP]
     with pytest.raises(ValueError, match="position table holds 8 positions"):
-        bench.check_model_takes_task(name, prepared)
-    records = bench.run_bench(["gpt2"], ["chomsky_hierarchy/parity_check"], 1, str(tmp_path / "out"),
-                              bench.Budget(max_steps=3, batch_size=8), params=TINY)
+        leaderboard.check_model_takes_task(name, prepared)
+    records = leaderboard.run_grid(["gpt2"], ["chomsky_hierarchy/parity_check"], 1, str(tmp_path / "out"),
+                              leaderboard.Budget(max_steps=3, batch_size=8), params=TINY)
     assert records[0]["status"] == "ok" and records[0]["model"] == "gpt2"
 
 
@@ -181,8 +181,8 @@ def test_any_dataset_with_the_columns_by_path(tmp_path):
     from lengthgen.data.export import export
 
     folder = export("chomsky_hierarchy", str(tmp_path / "data"), ["even_pairs"], **TINY["chomsky_hierarchy"])
-    task = bench.resolve_task(f"hf:{folder}:even_pairs")
+    task = leaderboard.resolve_task(f"hf:{folder}:even_pairs")
     assert (task.dataset, task.config, task.params) == (folder, "even_pairs", {})
-    records = bench.run_bench(["lstm"], [f"hf:{folder}:even_pairs"], 1, str(tmp_path / "out"), bench.Budget(max_steps=3))
+    records = leaderboard.run_grid(["lstm"], [f"hf:{folder}:even_pairs"], 1, str(tmp_path / "out"), leaderboard.Budget(max_steps=3))
     assert records[0]["status"] == "ok" and records[0]["score_difficulties"] == [5, 6, 7, 8]
     assert records[0]["metric"] == "sequence_accuracy"  # only lengthgen's Chomsky builder is scored per token
