@@ -19,44 +19,45 @@ import argparse
 import copy
 import json
 import os
+import shlex
 import statistics
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reproduce import PRESETS, REPO_ROOT  # noqa: E402
+from lengthgen.data.export import load_splits
+from lengthgen.data.masked_lm import tokenize_masked_examples
+from lengthgen.presets import load_presets
+from lengthgen.training.hardware import hardware
+from lengthgen.training.models import (
+    ModelArguments,
+    classifier_tokenizer_and_labels,
+    load_classifier,
+    load_masked_lm,
+    masked_lm_tokenizer,
+)
 
-sys.path.insert(0, os.path.join(REPO_ROOT, "examples"))
-from lengthgen.data.export import load_splits  # noqa: E402
-from lengthgen.training.hardware import hardware  # noqa: E402
-from lengthgen.data.masked_lm import tokenize_masked_examples  # noqa: E402
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRESETS = load_presets("reproduction")  # presets/reproduction.yaml, as benchmarks/reproduce.py reads it
 
 
 def model_and_batches(name: str, batch_size: int, count: int, seed: int):
     """The preset's model (initialised with `seed`) and `count` training batches of its task."""
     preset = PRESETS[name]
-    splits = load_splits(preset.dataset, preset.dataset_config)
+    splits = load_splits(preset["dataset"], preset["dataset_config"])
     rows = splits["train"].shuffle(seed=0).select(range(batch_size * count))
     torch.manual_seed(seed)
-    if preset.script == "classification":
-        import run_classification as script
-
-        args = script.ModelArguments(config_name=os.path.join(REPO_ROOT, preset.config), config_overrides=preset.overrides)
-        tokenizer, labels = script.build_tokenizer_and_labels(args, splits)
-        model = script.load_model(args, tokenizer, labels)
+    args = ModelArguments(config_name=os.path.join(REPO_ROOT, preset["config"]), config_overrides=preset["overrides"])
+    if preset["script"] == "classification":
+        tokenizer, labels = classifier_tokenizer_and_labels(args, splits)
+        model = load_classifier(args, tokenizer, labels)
         features = [
             {**tokenizer(r["input"]), "labels": labels.index(r["target"])} for r in rows
         ]
         from transformers import DataCollatorWithPadding as Collator
     else:
-        import run_mlm as script
-
-        args = script.ModelArguments(config_name=os.path.join(REPO_ROOT, preset.config), config_overrides=preset.overrides)
-        data_args = script.DataArguments(dataset_name=preset.dataset, dataset_config_name=preset.dataset_config)
-        tokenizer = script.load_tokenizer(args, data_args, splits)
-        model = script.load_model(args, tokenizer)
+        tokenizer = masked_lm_tokenizer(args, preset["dataset"], preset["dataset_config"], splits)
+        model = load_masked_lm(args, tokenizer)
         encoded = tokenize_masked_examples({"input": list(rows["input"]), "target": list(rows["target"])}, tokenizer)
         features = [{k: encoded[k][i] for k in encoded} for i in range(len(rows))]
         from transformers import DataCollatorForTokenClassification as Collator
@@ -110,7 +111,8 @@ def measure(name: str, args) -> dict:
         saved = seconds["fp32"] - seconds["fp32_compiled"]
         result["compile_break_even_steps"] = result["compile_seconds"] / saved if saved > 0 else None
 
-    lr = float(PRESETS[name].training[PRESETS[name].training.index("--learning_rate") + 1])
+    training = shlex.split(PRESETS[name]["training"])
+    lr = float(training[training.index("--learning_rate") + 1])
     curves = {}
     for label, seed, bf16 in (("fp32", 0, False), ("bf16", 0, True), ("fp32_seed1", 1, False)):
         fresh, _ = model_and_batches(name, args.batch_size, 1, seed=seed)

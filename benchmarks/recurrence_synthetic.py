@@ -23,7 +23,6 @@ import argparse
 import json
 import math
 import random
-import sys
 import tempfile
 from pathlib import Path
 
@@ -32,9 +31,10 @@ from transformers import AutoModelForCausalLM, GPT2Config
 
 from lengthgen.data.tokenization import word_tokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import run_clm_recurrent  # noqa: E402
-from lengthgen.training.hardware import hardware  # noqa: E402
+from lengthgen.training.hardware import hardware
+from lengthgen.training.scripts import run_script
+
+RUN_CLM_RECURRENT = str(Path(__file__).resolve().parents[1] / "examples" / "run_clm_recurrent.py")
 
 KEY = "key"
 
@@ -127,17 +127,17 @@ def main(argv=None):
         GPT2Config(n_positions=args.window_size, n_embd=args.n_embd, n_layer=args.n_layer, n_head=4).save_pretrained(
             root / "config")
 
-        run_clm_recurrent.main([
+        run_script(RUN_CLM_RECURRENT, [
             "--config_name", str(root / "config"), "--use_recurrence", "False", "--window_size", str(args.window_size),
             "--overlap", str(args.overlap), "--insertion_layer", str(min(2, args.n_layer - 1)),
             "--output_dir", str(root / "pretrained"), *common_arguments(args, root, args.pretrain_steps),
-        ])
+        ], str(root / "runs.log"))
         results = {"settings": {k: v for k, v in vars(args).items() if k not in ("json", "output_dir")}, "chance_secret_loss": math.log(args.num_secrets)}
         for name, recurrence in (("disjoint", False), ("recurrent", True)):
-            metrics = run_clm_recurrent.main([
+            metrics = run_script(RUN_CLM_RECURRENT, [
                 "--model_name_or_path", str(root / "pretrained"), "--use_recurrence", str(recurrence),
                 "--output_dir", str(root / name), *common_arguments(args, root, args.finetune_steps),
-            ])
+            ], str(root / "runs.log"))
             model = AutoModelForCausalLM.from_pretrained(root / name).eval()
             prefix = f"eval_overlap{args.overlap}"
             results[name] = {

@@ -34,11 +34,10 @@ uninterrupted run).
 """
 
 import argparse
-import dataclasses
 import json
 import os
+import shlex
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -49,12 +48,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 from lengthgen.data.export import parse_param  # noqa: E402
+from lengthgen.presets import load_presets  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
 from lengthgen.training.pieces import pack_checkpoint, unpack_checkpoint  # noqa: E402
+from lengthgen.training.scripts import run_script  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO_ROOT, "examples"))
 RESULTS_DIR = os.path.join(REPO_ROOT, "docs", "results")
 
 
@@ -80,152 +80,20 @@ class Preset:
     cpu_precision: str = "auto"
 
 
-def _ndr_task(dataset, ndr_config, transformer_config, overrides, training, deeper, reference, paper, differences,
-              dataset_config=None):
-    """The NDR preset of a task and its transformer baseline, trained with the same width, steps and budget."""
-    name = dataset.replace("_", "-") + (f"-{dataset_config}" if dataset_config else "")
-    # fp32 on every CPU: at 64 wide, bf16 autocast is slower even with native bf16 (Xeon with AVX-512 BF16, one
-    # thread, docs/cpu_precision_xeon_avx512bf16.json: 2.6x on CTL, 1.2x on arithmetic; the geometric attention
-    # computes in fp32 anyway, so autocast only adds casts)
-    common = dict(script="classification", dataset=dataset, dataset_config=dataset_config, training=training,
-                  reference=reference, cpu_precision="fp32")
-    return {
-        f"ndr-{name}": Preset(
-            **common, config=ndr_config, overrides=overrides, paper={"test": {"all": paper[0]}},
-            target=("test", "all", 0.95 if dataset == "ctl" else 0.90), differences=differences, deeper=deeper,
-            baseline=f"transformer-{name}",
-        ),
-        f"transformer-{name}": Preset(
-            **common, config=transformer_config, paper={"test": {"all": paper[1]}}, target=None,
-            overrides=overrides, baseline=f"ndr-{name}",
-            differences="The NDR's width, steps and budget beside it (the thesis tunes its baseline separately).",
-        ),
-    }
+def load_reproduction_presets() -> dict[str, Preset]:
+    """presets/reproduction.yaml (the table of recipes, `lengthgen.presets`) as Presets."""
+    presets = {}
+    for name, fields in load_presets("reproduction").items():
+        fields = {**fields, "training": shlex.split(fields["training"])}
+        if fields.get("target"):
+            fields["target"] = tuple(fields["target"])
+        if fields.get("deeper"):
+            fields["deeper"] = {k: tuple(v) if isinstance(v, list) else v for k, v in fields["deeper"].items()}
+        presets[name] = Preset(**fields)
+    return presets
 
 
-def _nsp_task(task, paper, target, epochs=20):
-    """I-BERT on an NSP task with the paper's split, and BERT of the same size with the same budget."""
-    common = dict(
-        script="mlm", dataset="nsp_inductive", dataset_config=task,
-        overrides="hidden_size=128,num_hidden_layers=4,num_attention_heads=4,intermediate_size=512",
-        training=[
-            "--per_device_train_batch_size", "32", "--learning_rate", "1e-3", "--lr_decay_per_epoch", "0.97",
-            "--warmup_steps", "100", "--max_grad_norm", "1.0", "--num_train_epochs", str(epochs), "--eval_steps", "2000",
-            "--save_steps", "1000", "--eval_train_samples", "1536",
-        ],
-        reference="I-BERT Figure 4",
-        differences="hidden 128, 4 layers, 4 heads (paper: BERT-base, Table 1), lr 1e-3 (3e-5, which does not move "
-        f"a small model within a CPU budget), {epochs} epochs (50), warm-up 100 steps and clipping 1.0 (authors' code).",
-    )
-    return {
-        f"ibert-nsp-{task}": Preset(**common, config="hub_configs/ibert-nsp", paper=paper, target=target,
-                                    baseline=f"bert-nsp-{task}"),
-        f"bert-nsp-{task}": Preset(**common, config="hub_configs/bert-nsp-baseline",
-                                   paper={"validation": {"13": 0.0}} if task == "add" else {},
-                                   target=None, baseline=f"ibert-nsp-{task}"),
-    }
-
-
-# The NDR's recipe that learns CTL on this CPU (docs/ndr.md: 64 wide, one head, lr 1e-3, batch 256, no dropout),
-# with the thesis's 14 steps in training and evaluation.
-def ctl_training(max_steps: int) -> list[str]:
-    return [
-        "--per_device_train_batch_size", "256", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
-        "--weight_decay", "0.01", "--max_grad_norm", "5", "--max_steps", str(max_steps), "--eval_steps", "500",
-        "--save_steps", "500",
-    ]
-CTL_DIFFERENCES = (
-    "d_model 64 (thesis 256), no dropout (0.1), batch 256 (512), lr 1e-3 constant (1.5e-4), 20K steps (30K): the "
-    "width and budget of a 2-core CPU; the 64-wide recipe is the one that learned CTL here (docs/ndr.md)."
-)
-# Arithmetic and ListOps at CPU scale: 64 wide, 4 heads, batch 128, lr 1e-3 (thesis: 256/512 wide, batch 512,
-# 1.5e-4/2e-4, 100K steps), as many steps as fit about two hours on one core (geometric attention at 39-51 tokens:
-# about 1 and 2 s per NDR step here); ListOps tests with 24 steps after training with 20, as the thesis. Not run yet.
-def depth_training(max_steps: int) -> list[str]:
-    return [
-        "--per_device_train_batch_size", "128", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant",
-        "--weight_decay", "0.01", "--max_grad_norm", "1", "--max_steps", str(max_steps), "--eval_steps", "500",
-        "--save_steps", "500",
-    ]
-
-
-DEPTH_OVERRIDES = "hidden_size=64,intermediate_size=128,num_attention_heads=4,hidden_dropout_prob=0.0,gate_dropout=0.0"
-
-PRESETS = {
-    **{
-        name: preset
-        for direction, transformer_paper in (("backward", 0.13), ("forward", 0.12))
-        for name, preset in _ndr_task(
-            "ctl", "hub_configs/ndr-ctl", "hub_configs/transformer-ctl",
-            "hidden_size=64,intermediate_size=128,hidden_dropout_prob=0.0,attention_query_dropout=0.0,"
-            "num_layers=14,gate_dropout=0.0",
-            # 20K steps: forward is learned more slowly (validation 0.19 after 12K steps, loss still falling), and
-            # backward was still rising at 12K in the run on the Xeon (validation 0.67)
-            ctl_training(20000), {"test_depths": (11, 15)}, "thesis Table 5.1",
-            (1.00, transformer_paper), CTL_DIFFERENCES,
-            dataset_config=direction,
-        ).items()
-    },
-    **_ndr_task(
-        "simple_arithmetic", "hub_configs/ndr-simple-arithmetic", "hub_configs/transformer-simple-arithmetic",
-        DEPTH_OVERRIDES + ",num_layers=15", depth_training(7000), {"test_depths": (9, 10)}, "thesis Table 5.3",
-        (0.98, 0.47), "64 wide (thesis 256), batch 128 (512), lr 1e-3 (1.5e-4), 7K steps (100K): a 2-core CPU.",
-    ),
-    **_ndr_task(
-        "listops", "hub_configs/ndr-listops", "hub_configs/transformer-listops",
-        DEPTH_OVERRIDES + ",num_layers=20", depth_training(4000) + ["--eval_num_steps", "24"],
-        # deeper: 200 problems per depth 9-10, up to 100 tokens (within 50, rejection sampling finds too few); the
-        # builder call needs no 1M training trees or 1K validation ones for it
-        {"test_depths": (9, 10), "test_size": 400, "max_length": 100, "train_size": 1_000, "validation_size": 10},
-        "thesis Table 5.4", (0.99, 0.74),
-        "64 wide (thesis 512), 4 heads (16), batch 128 (512), lr 1e-3 (2e-4), 4K steps (100K): a 2-core CPU.",
-    ),
-    # add: 10 epochs too; in the 20-epoch run 13-digit accuracy swung between 0.22 and 0.74 from epoch 5 on
-    **_nsp_task("add", {"validation": {"13": 0.92, "14": 0.81, "15": 0.66, "16": 0.36}}, ("validation", "13", 0.90),
-                epochs=10),
-    # copy and reverse meet their target within 10 epochs (13 digits >= 0.95 from epoch 2.5 on reverse, 7.5 on copy,
-    # in the 20-epoch runs of docs/results): 10 epochs leave CPU time for the others
-    **_nsp_task("copy", {}, ("validation", "13", 0.90), epochs=10),
-    **_nsp_task("reverse", {}, ("validation", "13", 0.90), epochs=10),
-}
-
-
-# A recipe closer to the thesis for the NDR CTL at its trained 14 steps (the 64-wide model needs 18-24): twice the
-# width (thesis 256) and the thesis's dropouts (hidden, content query and gate 0.1, hub_configs/ndr-ctl as it is).
-PRESETS["ndr-ctl-backward-128"] = dataclasses.replace(
-    PRESETS["ndr-ctl-backward"], overrides="hidden_size=128,intermediate_size=256,num_layers=14", baseline=None,
-    differences="d_model 128 (thesis 256), batch 256 (512), lr 1e-3 constant (1.5e-4), 20K steps (30K); the thesis's "
-    "dropouts (0.1). About 0.5 s per step on one core of a Xeon with AVX-512 (64 wide: 0.14 s).",
-)
-
-
-def _paper_scale(name: str, preset: Preset, training: list[str]) -> tuple[str, Preset]:
-    """`name`-paper: the same task with the hub_configs/ folder's model as it is (the paper's size) and the paper's
-    training arguments (the command in that folder's card), in bf16 on a GPU where there is one, batches binned by
-    length (`--group_by_length`), checkpoints every 1,000 steps (a piece of a run resumes from the last)."""
-    common = ["--eval_steps", "1000", "--save_steps", "1000", "--group_by_length"]
-    return f"{name}-paper", dataclasses.replace(
-        preset, overrides="", training=training + common, paper_scale=True, baseline=None, cpu_precision="auto",
-        differences="None intended: the paper's model size and training arguments (the hub_configs/ card's command).",
-    )
-
-
-PAPER_NDR = [
-    "--lr_scheduler_type", "constant", "--per_device_train_batch_size", "512", "--per_device_eval_batch_size", "512",
-]
-PRESETS.update(dict([
-    *(_paper_scale(f"ndr-ctl-{d}", PRESETS[f"ndr-ctl-{d}"], PAPER_NDR + [
-        "--learning_rate", "1.5e-4", "--weight_decay", "0.01", "--max_steps", "30000", "--max_grad_norm", "5"])
-      for d in ("backward", "forward")),
-    _paper_scale("ndr-simple-arithmetic", PRESETS["ndr-simple-arithmetic"], PAPER_NDR + [
-        "--learning_rate", "1.5e-4", "--weight_decay", "0.01", "--max_steps", "100000", "--max_grad_norm", "1"]),
-    _paper_scale("ndr-listops", PRESETS["ndr-listops"], PAPER_NDR + [
-        "--learning_rate", "2e-4", "--weight_decay", "0.09", "--max_steps", "100000", "--max_grad_norm", "1",
-        "--eval_num_steps", "24"]),
-    _paper_scale("ibert-nsp-add", PRESETS["ibert-nsp-add"], [
-        "--learning_rate", "3e-5", "--lr_decay_per_epoch", "0.97", "--num_train_epochs", "50",
-        "--per_device_train_batch_size", "32", "--eval_train_samples", "1536"]),
-]))
+PRESETS = load_reproduction_presets()
 
 NUM_STEPS = (14, 18, 24, 32)
 WALL_FILE = "reproduce_wall_seconds.json"  # the training sessions' wall times, beside the checkpoints
@@ -349,14 +217,10 @@ def reproduce(name: str, output_root: str, precision: str | None = None, results
     output_dir = os.path.join(output_root, name)
     trained = training_finished(output_dir, preset)
     argv = script_arguments(name, preset, output_dir, precision, trained, max_train_seconds)
-    if preset.script == "classification":
-        import run_classification as script
-    else:
-        import run_mlm as script
-
+    script = os.path.join(REPO_ROOT, "examples", f"run_{preset.script}.py")
     start = time.time()
-    metrics = script.main(argv)
-    os.makedirs(output_dir, exist_ok=True)
+    # the script's printout goes to the log beside the run, its progress bar to the terminal
+    metrics = run_script(script, argv, os.path.join(output_root, f"{name}.log"), torch.get_num_threads())
     wall_file = os.path.join(output_dir, WALL_FILE)
     wall = json.load(open(wall_file)) if os.path.exists(wall_file) else []
     if not trained:  # the training sessions' wall time, resumptions included

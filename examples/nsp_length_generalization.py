@@ -18,18 +18,15 @@ import argparse
 import json
 import os
 import shutil
-import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_mlm  # noqa: E402
-
 from lengthgen.release import release  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
+from lengthgen.training.scripts import run_script  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {"I-BERT": "hub_configs/ibert-nsp", "BERT": "hub_configs/bert-nsp-baseline"}
@@ -59,8 +56,10 @@ def parse_args(argv=None):
 
 
 def train_and_evaluate(config_name: str, output_dir: str, args) -> dict:
+    """run_mlm.py on the task for one model; its printout goes to OUTPUT_DIR/MODEL.log, its progress bar here."""
     lo, hi = args.validation_digits
-    return run_mlm.main(
+    return run_script(
+        os.path.join(REPO_ROOT, "examples", "run_mlm.py"),
         [
             "--config_name", os.path.join(REPO_ROOT, config_name),
             "--config_overrides", args.model_size,
@@ -88,7 +87,8 @@ def train_and_evaluate(config_name: str, output_dir: str, args) -> dict:
             "--use_cpu",
             "--dataloader_num_workers", "0",
             *(["--bf16"] if args.precision == "bf16" else []),
-        ]
+        ],
+        f"{output_dir}.log",
     )
 
 

@@ -26,9 +26,6 @@ import evaluate
 import transformers
 from huggingface_hub import HfApi
 from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
     DataCollatorWithPadding,
     HfArgumentParser,
     Trainer,
@@ -39,23 +36,11 @@ from transformers.trainer_utils import get_last_checkpoint
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
-from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.release import record_evaluation, record_run
+from lengthgen.training.models import ModelArguments, classifier_tokenizer_and_labels, load_classifier
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint folder or Hub id to fine-tune."})
-    config_name: str | None = field(
-        default=None, metadata={"help": "Config folder or Hub id (e.g. hub_configs/ndr-ctl) to train from scratch."}
-    )
-    config_overrides: str | None = field(
-        default=None, metadata={"help": "Override config fields when training from scratch: 'num_layers=8,hidden_size=64'."}
-    )
-    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
 
 @dataclass
@@ -77,36 +62,6 @@ class DataArguments:
             "'validation', the thesis's model-selection split, else the first split other than 'train')."
         },
     )
-
-
-def build_tokenizer_and_labels(model_args: ModelArguments, splits):
-    """A checkpoint's own tokenizer and labels, or new ones from the training split."""
-    if model_args.model_name_or_path:
-        tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
-        return tokenizer, [config.id2label[i] for i in range(config.num_labels)]
-    if "train" not in splits:
-        raise ValueError(f"Training from scratch needs a 'train' split; the dataset has {sorted(splits)}.")
-    tokenizer = word_tokenizer(splits["train"]["input"])
-    return tokenizer, sorted(set(splits["train"]["target"]))
-
-
-def load_model(model_args: ModelArguments, tokenizer, labels):
-    if model_args.model_name_or_path:
-        return AutoModelForSequenceClassification.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
-        )
-    if not model_args.config_name:
-        raise ValueError("Pass --model_name_or_path (fine-tune) or --config_name (train from scratch).")
-    config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
-    if model_args.config_overrides:
-        config.update_from_string(model_args.config_overrides)
-    config.vocab_size = len(tokenizer)
-    config.pad_token_id = tokenizer.pad_token_id
-    config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    config.id2label = dict(enumerate(labels))
-    config.label2id = {label: i for i, label in enumerate(labels)}
-    return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
 def make_compute_metrics(difficulties):
@@ -152,8 +107,8 @@ def main(argv=None):
         splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, params)
     if training_args.do_train and "train" not in splits:
         raise ValueError(f"{data_args.dataset_name} has no 'train' split; it has {sorted(splits)}.")
-    tokenizer, labels = build_tokenizer_and_labels(model_args, splits)
-    model = load_model(model_args, tokenizer, labels)
+    tokenizer, labels = classifier_tokenizer_and_labels(model_args, splits)
+    model = load_classifier(model_args, tokenizer, labels)
     label_ids = {label: i for i, label in enumerate(labels)}
 
     def featurize(dataset, limit=None):

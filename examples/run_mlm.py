@@ -28,9 +28,6 @@ import torch
 import transformers
 from huggingface_hub import HfApi
 from transformers import (
-    AutoConfig,
-    AutoModelForMaskedLM,
-    AutoTokenizer,
     DataCollatorForTokenClassification,
     HfArgumentParser,
     Trainer,
@@ -39,7 +36,7 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
-from lengthgen.data.export import BUILDERS, load_splits, parse_param
+from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import (
     MASKED_SPAN_ACCURACY,
     flatten_metrics,
@@ -47,26 +44,11 @@ from lengthgen.data.masked_lm import (
     predictions_and_label_log_probs,
     tokenize_masked_examples,
 )
-from lengthgen.data.tokenization import tokenizer_for_task
 from lengthgen.release import record_run
+from lengthgen.training.models import ModelArguments, load_masked_lm, masked_lm_tokenizer
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint folder or Hub id to fine-tune."})
-    config_name: str | None = field(
-        default=None, metadata={"help": "Config folder or Hub id (e.g. hub_configs/ibert-nsp) to train from scratch."}
-    )
-    tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Tokenizer folder or Hub id; default: the model's or config's, else the task's."}
-    )
-    config_overrides: str | None = field(
-        default=None, metadata={"help": "Override config fields when training from scratch: 'hidden_size=64,num_hidden_layers=2'."}
-    )
-    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
 
 @dataclass
@@ -96,35 +78,6 @@ class MLMTrainingArguments(TrainingArguments):
             "instead of --lr_scheduler_type."
         },
     )
-
-
-def load_tokenizer(model_args: ModelArguments, data_args: DataArguments, splits):
-    """--tokenizer_name, else the checkpoint's tokenizer; from scratch on a lengthgen task, the task's own (a word
-    task builds its vocabulary from the training targets); from scratch on other data, the config folder's."""
-    source = model_args.tokenizer_name or model_args.model_name_or_path
-    if source is None and data_args.dataset_name not in BUILDERS:
-        source = model_args.config_name
-    if source is not None:
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
-    texts = splits["train"]["target"] if "train" in splits else None
-    return tokenizer_for_task(data_args.dataset_name, data_args.dataset_config_name, texts)
-
-
-def load_model(model_args: ModelArguments, tokenizer):
-    if model_args.model_name_or_path:
-        return AutoModelForMaskedLM.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
-        )
-    if not model_args.config_name:
-        raise ValueError("Pass --model_name_or_path (fine-tune) or --config_name (train from scratch).")
-    config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
-    if model_args.config_overrides:
-        config.update_from_string(model_args.config_overrides)
-    if config.vocab_size != len(tokenizer):
-        logger.info("Setting vocab_size %d -> %d to match the tokenizer.", config.vocab_size, len(tokenizer))
-        config.vocab_size = len(tokenizer)
-    config.pad_token_id = tokenizer.pad_token_id
-    return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
 def exponential_decay_optimizer(model, args: MLMTrainingArguments, num_train_rows: int):
@@ -216,8 +169,8 @@ def main(argv=None):
     for split, needed in (("train", training_args.do_train), ("validation", True)):
         if needed and split not in splits:
             raise ValueError(f"{data_args.dataset_name} has no {split!r} split; it has {sorted(splits)}.")
-    tokenizer = load_tokenizer(model_args, data_args, splits)
-    model = load_model(model_args, tokenizer)
+    tokenizer = masked_lm_tokenizer(model_args, data_args.dataset_name, data_args.dataset_config_name, splits)
+    model = load_masked_lm(model_args, tokenizer)
 
     if data_args.max_train_samples is not None and "train" in splits:
         splits["train"] = splits["train"].select(range(min(data_args.max_train_samples, len(splits["train"]))))

@@ -53,17 +53,13 @@ def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
 
 def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(monkeypatch):
     """The harness itself on tiny versions of two presets (no timing assertion)."""
-    import dataclasses
-
     import cpu_precision
-    import reproduce
 
     tiny = {
-        "ndr-ctl-backward": dataclasses.replace(
-            reproduce.PRESETS["ndr-ctl-backward"], overrides="hidden_size=16,intermediate_size=32,num_layers=2"),
-        "ibert-nsp-add": dataclasses.replace(
-            reproduce.PRESETS["ibert-nsp-add"],
-            overrides="hidden_size=16,num_hidden_layers=1,num_attention_heads=2,intermediate_size=32"),
+        "ndr-ctl-backward": {**cpu_precision.PRESETS["ndr-ctl-backward"],
+                             "overrides": "hidden_size=16,intermediate_size=32,num_layers=2"},
+        "ibert-nsp-add": {**cpu_precision.PRESETS["ibert-nsp-add"],
+                          "overrides": "hidden_size=16,num_hidden_layers=1,num_attention_heads=2,intermediate_size=32"},
     }
     monkeypatch.setattr(cpu_precision, "PRESETS", tiny)
     results = cpu_precision.main(["--models", *tiny, "--batch-size", "4", "--repeats", "1", "--curve-steps", "4"])

@@ -168,7 +168,7 @@ def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, 
     occupied.mkdir()
     (occupied / "mine.txt").write_text("keep me")
     monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setattr("lengthgen.release.hub_token", lambda: None)
+    monkeypatch.setattr("lengthgen.release.hub.hub_token", lambda: None)
     uploads = []
     monkeypatch.setattr(HfApi, "upload_folder", lambda self, **kw: uploads.append(kw))
 

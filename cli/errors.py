@@ -1,0 +1,35 @@
+"""One-line answers to a user's mistakes, for every command-line entry point.
+
+A command raises `UsageError` (or a `ValueError` / `FileNotFoundError` from the library, which name the problem) and
+`run_command` prints `PROG: error: MESSAGE` on stderr and exits with status 2, as argparse does for a bad flag. The
+traceback is shown with `--debug` on the command line or `LENGTHGEN_DEBUG=1` in the environment.
+"""
+
+import os
+import sys
+from collections.abc import Callable
+
+
+class UsageError(ValueError):
+    """A mistake in what the user asked for; its message is one line naming the argument, path or value."""
+
+
+def debugging(argv: list[str] | None = None) -> bool:
+    argv = sys.argv[1:] if argv is None else argv
+    return "--debug" in argv or os.environ.get("LENGTHGEN_DEBUG", "") not in ("", "0")
+
+
+def run_command(main: Callable, prog: str, argv: list[str] | None = None):
+    """`main(argv)` with `--debug` removed from `argv`; a UsageError, ValueError or FileNotFoundError becomes one line
+    on stderr and exit status 2 (unless debugging, when it propagates with its traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = debugging(argv)
+    argv = [a for a in argv if a != "--debug"]
+    try:
+        return main(argv)
+    except (ValueError, FileNotFoundError) as error:
+        if debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{prog}: error: {message} (--debug shows the traceback)", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -1,0 +1,89 @@
+"""A trained output directory -> a Hub-ready release folder (model, code, tokenizer, plot, model card)."""
+
+import json
+import os
+import shutil
+import tempfile
+
+from .card import model_card
+from .hub import ReleaseError, check_push, upload
+from .records import PLOT, RUN_RECORD, accuracy_tables
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+
+
+def read_output_dir(output_dir: str) -> tuple[dict, dict, dict]:
+    """(config, run record, accuracy tables) of a trained output directory, or a ReleaseError naming what is missing."""
+    if not os.path.isdir(output_dir):
+        raise ReleaseError(f"{output_dir} is not a directory.")
+    missing = [f for f in ("config.json", "model.safetensors") if not os.path.isfile(os.path.join(output_dir, f))]
+    if missing:
+        raise ReleaseError(f"{output_dir} holds no trained model: {' and '.join(missing)} missing.")
+    if not os.path.isfile(os.path.join(output_dir, "all_results.json")):
+        raise ReleaseError(f"{output_dir} has no results: all_results.json missing (train with --do_eval).")
+    with open(os.path.join(output_dir, "all_results.json")) as f:
+        tables = accuracy_tables(json.load(f))
+    if not tables:
+        raise ReleaseError(f"{output_dir}/all_results.json holds no evaluation accuracy.")
+    if not os.path.isfile(os.path.join(output_dir, RUN_RECORD)):
+        raise ReleaseError(f"{output_dir} has no {RUN_RECORD}: it was not written by a lengthgen example script.")
+    with open(os.path.join(output_dir, "config.json")) as f:
+        config = json.load(f)
+    if not config.get("auto_map"):
+        raise ReleaseError(f"{output_dir}/config.json has no auto_map: the model code cannot travel with it.")
+    with open(os.path.join(output_dir, RUN_RECORD)) as f:
+        run = json.load(f)
+    return config, run, tables
+
+
+def release(output_dir: str, repo_id: str, target: str | None = None, push: bool = False) -> str:
+    """Write the Hub-ready folder of `output_dir` at `target` (default: ./NAME of the repo id); push it with `push`.
+
+    Every check runs before anything is written; the folder is assembled in a temporary directory beside the target
+    and moved into place only when complete, so a failure leaves no partial folder.
+    """
+    check_push(repo_id, push)
+    config, run, tables = read_output_dir(output_dir)
+    target = os.path.abspath(target or repo_id.split("/")[-1])
+    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
+        raise ReleaseError(f"Target folder {target} exists and is not empty.")
+
+    code_files = sorted(f for f in os.listdir(output_dir) if f.endswith(".py"))  # the auto_map modules and their imports
+    missing = {ref.split("--")[-1].split(".")[0] + ".py" for ref in config["auto_map"].values()} - set(code_files)
+    if missing:
+        raise ReleaseError(f"{output_dir} lacks the model code its auto_map names: {', '.join(sorted(missing))}.")
+    files = ["config.json", "model.safetensors", *code_files]
+    files += [f for f in (*TOKENIZER_FILES, "generation_config.json", PLOT) if os.path.isfile(os.path.join(output_dir, f))]
+    parent = os.path.dirname(target)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".release-", dir=parent)
+    try:
+        for name in files:
+            shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
+        if run.get("eval_num_steps"):  # the card's numbers were measured with this many steps: make it the default
+            with open(os.path.join(staging, "config.json"), "w") as f:
+                json.dump({**config, "num_steps": run["eval_num_steps"]}, f, indent=2)
+        model_card(repo_id, config, run, tables, PLOT in files).save(os.path.join(staging, "README.md"))
+        if os.path.isdir(target):
+            os.rmdir(target)
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if push:
+        upload(target, repo_id)
+    return target
+
+
+def is_release_folder(folder: str) -> bool:
+    """A folder `release` wrote (or one shipped in checkpoints/): model, code and a model card, no training outputs."""
+    return os.path.isfile(os.path.join(folder, "README.md")) and os.path.isfile(os.path.join(folder, "config.json")) \
+        and not os.path.isfile(os.path.join(folder, RUN_RECORD))
+
+
+def publish(folder: str, repo_id: str) -> str:
+    """Upload a release folder to `repo_id` as it is (the checkpoints shipped in the repository go to the Hub
+    unchanged)."""
+    check_push(repo_id, push=True)
+    upload(folder, repo_id)
+    return folder

@@ -1,0 +1,29 @@
+"""The Hub side of a release: the token, the repo id check, the upload."""
+
+from lengthgen.cli import UsageError
+
+
+class ReleaseError(UsageError):
+    """A release that cannot be made; the message is one line naming the problem."""
+
+
+def hub_token() -> str | None:
+    from huggingface_hub import get_token
+
+    return get_token()
+
+
+def check_push(repo_id: str, push: bool):
+    """ReleaseError for a repo id that is not ORG/NAME, or for `push` without a Hub token; before anything is written."""
+    if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
+        raise ReleaseError(f"--repo-id must be ORG/NAME, got {repo_id!r}.")
+    if push and not hub_token():
+        raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
+
+
+def upload(folder: str, repo_id: str):
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(repo_id, exist_ok=True)
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen-release")

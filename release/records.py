@@ -1,0 +1,59 @@
+"""What an example script leaves in its output directory for lengthgen-release: the run record and the plot's name,
+and the accuracy tables read back from its metrics."""
+
+import json
+import os
+import shlex
+import sys
+
+RUN_RECORD = "lengthgen_run.json"
+PLOT = "accuracy.png"
+
+
+def record_run(output_dir: str, script: str, argv: list[str] | None, data_args, task: str):
+    """Write `lengthgen_run.json` in an example script's output directory: how the model was trained, for the card."""
+    argv = sys.argv[1:] if argv is None else argv
+    record = {
+        "command": f"python {script} {shlex.join(argv)}",
+        "task": task,
+        "dataset": data_args.dataset_name,
+        "dataset_config": data_args.dataset_config_name,
+        "dataset_params": list(data_args.dataset_param),
+        "eval_num_steps": getattr(data_args, "eval_num_steps", None),  # the NDR's steps at evaluation
+    }
+    with open(os.path.join(output_dir, RUN_RECORD), "w") as f:
+        json.dump(record, f, indent=2)
+
+
+def record_evaluation(output_dir: str, trained_dir: str, script: str, argv: list[str] | None, data_args):
+    """Write `lengthgen_run.json` for an evaluation-only run of the trained folder `trained_dir` (its own record, when
+    it has one, plus this evaluation's command and number of NDR steps): the output directory then releases as that
+    model with the numbers measured here."""
+    source = os.path.join(trained_dir, RUN_RECORD)
+    if not os.path.isfile(source):
+        return
+    with open(source) as f:
+        record = json.load(f)
+    argv = sys.argv[1:] if argv is None else argv
+    record.update(evaluation_command=f"python {script} {shlex.join(argv)}",
+                  eval_num_steps=getattr(data_args, "eval_num_steps", None))
+    with open(os.path.join(output_dir, RUN_RECORD), "w") as f:
+        json.dump(record, f, indent=2)
+
+
+def accuracy_tables(metrics: dict) -> dict:
+    """{split: {"all": accuracy, difficulty: accuracy}} from the example scripts' metrics: `eval_{split}_accuracy[_dN]`
+    (run_classification) or `eval_{split}_sequence_accuracy[_dN]` (run_mlm, whole masked span exact)."""
+    tables = {}
+    for key, value in metrics.items():
+        if not key.startswith("eval_"):
+            continue
+        for stem in ("_sequence_accuracy", "_accuracy"):
+            split, found, rest = key[len("eval_"):].partition(stem)
+            if found and "token" not in split:
+                if rest == "":
+                    tables.setdefault(split, {})["all"] = value
+                elif rest.startswith("_d") and rest[2:].isdigit():
+                    tables.setdefault(split, {})[rest[2:]] = value
+                break
+    return tables

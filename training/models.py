@@ -1,0 +1,91 @@
+"""The model and tokenizer an example script trains: from a checkpoint, or from a config folder (e.g. hub_configs/)
+with overrides, sized to the task's tokenizer and labels. Shared by run_classification.py, run_mlm.py and the
+benchmarks that time their models."""
+
+import logging
+from dataclasses import dataclass, field
+
+from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the Auto classes)
+from lengthgen.data.export import BUILDERS
+from lengthgen.data.tokenization import tokenizer_for_task, word_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint folder or Hub id to fine-tune."})
+    config_name: str | None = field(
+        default=None, metadata={"help": "Config folder or Hub id (e.g. hub_configs/ndr-ctl) to train from scratch."}
+    )
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "Tokenizer folder or Hub id; default: the model's, else the task's."}
+    )
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "Override config fields when training from scratch: 'num_layers=8,hidden_size=64'."}
+    )
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+
+
+def config_from_name(model_args: ModelArguments):
+    """The config to train from scratch: --config_name with --config_overrides applied."""
+    if not model_args.config_name:
+        raise ValueError("Pass --model_name_or_path (fine-tune) or --config_name (train from scratch).")
+    config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+    if model_args.config_overrides:
+        config.update_from_string(model_args.config_overrides)
+    return config
+
+
+def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
+    """A checkpoint's own tokenizer and labels, or new ones from the training split (a word-level tokenizer over the
+    inputs; the classes are the training targets)."""
+    if model_args.model_name_or_path:
+        tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
+        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
+        return tokenizer, [config.id2label[i] for i in range(config.num_labels)]
+    if "train" not in splits:
+        raise ValueError(f"Training from scratch needs a 'train' split; the dataset has {sorted(splits)}.")
+    tokenizer = word_tokenizer(splits["train"]["input"])
+    return tokenizer, sorted(set(splits["train"]["target"]))
+
+
+def load_classifier(model_args: ModelArguments, tokenizer, labels):
+    if model_args.model_name_or_path:
+        return AutoModelForSequenceClassification.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
+    config = config_from_name(model_args)
+    config.vocab_size = len(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {label: i for i, label in enumerate(labels)}
+    return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
+
+
+def masked_lm_tokenizer(model_args: ModelArguments, dataset_name: str, dataset_config_name: str | None, splits):
+    """--tokenizer_name, else the checkpoint's tokenizer; from scratch on a lengthgen task, the task's own (a word
+    task builds its vocabulary from the training targets); from scratch on other data, the config folder's."""
+    source = model_args.tokenizer_name or model_args.model_name_or_path
+    if source is None and dataset_name not in BUILDERS:
+        source = model_args.config_name
+    if source is not None:
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
+    texts = splits["train"]["target"] if "train" in splits else None
+    return tokenizer_for_task(dataset_name, dataset_config_name, texts)
+
+
+def load_masked_lm(model_args: ModelArguments, tokenizer):
+    if model_args.model_name_or_path:
+        return AutoModelForMaskedLM.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
+    config = config_from_name(model_args)
+    if config.vocab_size != len(tokenizer):
+        logger.info("Setting vocab_size %d -> %d to match the tokenizer.", config.vocab_size, len(tokenizer))
+        config.vocab_size = len(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)

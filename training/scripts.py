@@ -1,0 +1,30 @@
+"""An example script (`examples/run_*.py`) run as its own process, as a user runs it, and the metrics it wrote.
+
+The main job, the reproduction command and the benchmarks drive the example scripts this way instead of importing
+them: a script stays a script, and what they print (Trainer's dictionaries, the metrics) goes to a log file while
+the progress bar (stderr) stays on the terminal.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+
+def run_script(script: str, argv: list[str], log_path: str, threads: int | None = None) -> dict:
+    """Run `python script *argv` with its stdout appended to `log_path` and return the `all_results.json` it wrote in
+    its `--output_dir`. `threads` sets the child's OMP_NUM_THREADS (two runs side by side on two cores: 1 each)."""
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    env.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    with open(log_path, "a") as log:
+        log.write(f"$ python {script} {' '.join(argv)}\n")
+        log.flush()
+        returncode = subprocess.run([sys.executable, script, *argv], stdout=log, env=env).returncode
+    if returncode != 0:
+        raise RuntimeError(f"{script} failed with exit status {returncode}; its output is in {log_path}.")
+    output_dir = argv[argv.index("--output_dir") + 1]
+    with open(os.path.join(output_dir, "all_results.json")) as f:
+        return json.load(f)
