@@ -4,7 +4,11 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput
 
-WIDTH, HEADS, FEED_FORWARD, LAYERS, NDR_STEPS = 64, 4, 256, 4, 12
+from lengthgen.presets import load_presets, load_table
+
+# the one budget of presets/leaderboard.yaml, which a bare transformers model type also gets
+BUDGET = {**load_table("leaderboard")["_budget"], **load_table("leaderboard")["_layers"]}
+WIDTH, HEADS, LAYERS = BUDGET["hidden_size"], BUDGET["num_attention_heads"], BUDGET["num_hidden_layers"]
 
 
 class LSTMEncoder(nn.Module):
@@ -39,42 +43,8 @@ class AnswerReader(nn.Module):
         return MaskedLMOutput(loss=loss, logits=logits)
 
 
-def _budget(**extra) -> dict:
-    return dict(hidden_size=WIDTH, num_attention_heads=HEADS, intermediate_size=FEED_FORWARD, **extra)
-
-
-def _preset_configs():
-    from transformers import BertConfig, BloomConfig, DebertaV2Config, LlamaConfig
-
-    from lengthgen.modeling import IBertConfig, NDRConfig
-
-    no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    return {
-        "ibert": IBertConfig(**_budget(num_hidden_layers=LAYERS, **no_dropout), position_embedding_type="none"),
-        "ndr": NDRConfig(
-            **_budget(num_layers=NDR_STEPS), hidden_dropout_prob=0.0, attention_query_dropout=0.0, gate_dropout=0.0
-        ),
-        "bert": BertConfig(**_budget(num_hidden_layers=LAYERS, **no_dropout), max_position_embeddings=512),
-        "deberta": DebertaV2Config(
-            **_budget(num_hidden_layers=LAYERS, **no_dropout),
-            relative_attention=True, position_biased_input=False, pos_att_type=["p2c", "c2p"],
-            position_buckets=256, max_relative_positions=-1, max_position_embeddings=512, norm_rel_ebd="layer_norm",
-            share_att_key=True,
-        ),
-        "rope": LlamaConfig(**_budget(num_hidden_layers=LAYERS), num_key_value_heads=HEADS, attention_dropout=0.0),
-        "alibi": BloomConfig(hidden_size=WIDTH, n_head=HEADS, n_layer=LAYERS, hidden_dropout=0.0, attention_dropout=0.0),
-    }
-
-
-MODELS = {
-    "ibert": "I-BERT: BERT with a bidirectional LSTM instead of position embeddings (Nam et al.)",
-    "ndr": "Neural Data Router: one shared layer, geometric attention, copy gate (Csordás et al.), 12 steps",
-    "bert": "BERT: learned absolute position embeddings",
-    "deberta": "DeBERTa-v2: relative positions (disentangled attention), no absolute positions",
-    "rope": "Llama: rotary position embeddings, causal",
-    "alibi": "BLOOM: ALiBi attention biases, causal",
-    "lstm": "LSTM: one left-to-right layer",
-}
+PRESETS = load_presets("leaderboard")  # presets/leaderboard.yaml
+MODELS = {name: preset["description"] for name, preset in PRESETS.items()}
 
 
 def model_names_help() -> str:
@@ -88,15 +58,14 @@ def resolve_model_config(name: str):
 
     import lengthgen.modeling  # noqa: F401  (registers lengthgen's model types)
 
-    if name == "lstm":
-        return None
-    if name in MODELS:
-        return _preset_configs()[name]
+    if name in PRESETS:
+        fields = dict(PRESETS[name].get("config") or {})
+        return AutoConfig.for_model(fields.pop("model_type"), **fields) if fields else None  # the LSTM: no config
     if name.startswith("hf:"):
         return AutoConfig.from_pretrained(name[3:])
     if name in CONFIG_MAPPING:
         config = AutoConfig.for_model(name)
-        for key, value in _budget(num_hidden_layers=LAYERS).items():
+        for key, value in BUDGET.items():
             if hasattr(config, key):
                 setattr(config, key, value)
         return config

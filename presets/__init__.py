@@ -1,6 +1,6 @@
 """The presets as data: `reproduction.yaml` (benchmarks/reproduce.py's recipes, the papers' numbers beside them) and
 `leaderboard.yaml` (lengthgen-leaderboard's models), read through `load_presets`."""
 
-from .loader import load_presets
+from .loader import load_presets, load_table
 
-__all__ = ["load_presets"]
+__all__ = ["load_presets", "load_table"]

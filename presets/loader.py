@@ -5,10 +5,14 @@ from importlib import resources
 import yaml
 
 
+def load_table(kind: str) -> dict:
+    """`kind`.yaml as it is: the presets, and the shared fields they draw on (names starting with "_")."""
+    return yaml.safe_load(resources.files("lengthgen.presets").joinpath(f"{kind}.yaml").read_text())
+
+
 def load_presets(kind: str) -> dict[str, dict]:
     """The presets of `kind` ("reproduction" or "leaderboard"), in file order, each with its `extends` resolved."""
-    table = yaml.safe_load(resources.files("lengthgen.presets").joinpath(f"{kind}.yaml").read_text())
-    presets = {name: fields for name, fields in table.items() if not name.startswith("_")}  # _name: YAML anchors
+    presets = {name: fields for name, fields in load_table(kind).items() if not name.startswith("_")}
 
     def resolved(name: str, seen: tuple = ()) -> dict:
         if name in seen or name not in presets:
