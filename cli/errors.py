@@ -1,10 +1,11 @@
 """One-line answers to a user's mistakes, for every command-line entry point.
 
-A command raises `UsageError` (or a `ValueError` / `FileNotFoundError` from the library, which name the problem) and
+A command raises `UsageError` (or a `ValueError` / `OSError` from the library or transformers, which name the problem) and
 `run_command` prints `PROG: error: MESSAGE` on stderr and exits with status 2, as argparse does for a bad flag. The
 traceback is shown with `--debug` on the command line or `LENGTHGEN_DEBUG=1` in the environment.
 """
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -20,16 +21,28 @@ def debugging(argv: list[str] | None = None) -> bool:
 
 
 def run_command(main: Callable, prog: str, argv: list[str] | None = None):
-    """`main(argv)` with `--debug` removed from `argv`; a UsageError, ValueError or FileNotFoundError becomes one line
+    """`main(argv)` with `--debug` removed from `argv`; a UsageError, ValueError or OSError becomes one line
     on stderr and exit status 2 (unless debugging, when it propagates with its traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = debugging(argv)
     argv = [a for a in argv if a != "--debug"]
     try:
         return main(argv)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, OSError, argparse.ArgumentTypeError) as error:  # OSError: a file or Hub repo not found
         if debug:
             raise
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"{prog}: error: {message} (--debug shows the traceback)", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def local_path_or_hub_id(value: str, flag: str) -> str:
+    """`value` unchanged when it exists on disk or can only be a Hub id (`name` or `org/name`); a UsageError naming
+    the missing path when it is meant as a local one (`./x`, `/x`, `~/x`, `a/b/c`, or `dir/x` with `dir` here), so
+    a mistyped folder is reported as missing before any Hub lookup."""
+    if os.path.exists(os.path.expanduser(value)):
+        return value
+    parts = value.split("/")
+    if value.startswith((".", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and os.path.isdir(parts[0])):
+        raise UsageError(f"{flag}: no such file or directory: {value}")
+    return value

@@ -33,7 +33,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import datasets
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts

@@ -43,10 +43,54 @@ def fingerprint(dataset_dict) -> str:
     return digest.hexdigest()
 
 
+def builder_config(name: str, config_name: str | None = None):
+    """The BuilderConfig `config_name` (default: the builder's default) of lengthgen builder `name`; ValueError listing
+    the valid names for an unknown dataset or config."""
+    if name not in BUILDERS:
+        raise ValueError(f"Unknown dataset {name!r}; expected one of {', '.join(sorted(BUILDERS))}.")
+    builder = BUILDERS[name]
+    configs = {c.name: c for c in builder.BUILDER_CONFIGS}
+    config_name = config_name or builder.DEFAULT_CONFIG_NAME or next(iter(configs))
+    if config_name not in configs:
+        raise ValueError(f"Unknown config {config_name!r} of {name}; expected one of {', '.join(configs)}.")
+    return configs[config_name]
+
+
+def _kind(default) -> str:
+    if isinstance(default, tuple):
+        return f"a list of {len(default)} " + ("integers" if all(isinstance(v, int) for v in default) else "values")
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(type(default), "a value")
+
+
+def check_params(name: str, config_name: str | None, params: dict):
+    """ValueError naming the generating parameter that `name` does not have, or whose value is of the wrong kind
+    (compared with the config's default) or a negative size, before anything is generated."""
+    known = builder_config(name, config_name).generator_arguments()
+    for key, value in params.items():
+        if key not in known:
+            raise ValueError(f"{name} has no generating parameter {key!r}; its parameters: {', '.join(known)}.")
+        default = known[key]
+        if default is None:
+            continue
+        if isinstance(default, tuple):
+            right = isinstance(value, (tuple, list)) and len(value) == len(default) and all(
+                isinstance(v, type(d)) and not isinstance(v, bool) or type(v) is type(d) for v, d in zip(value, default))
+        elif isinstance(default, bool):
+            right = isinstance(value, bool)
+        elif isinstance(default, (int, float)):
+            right = isinstance(value, (int, float) if isinstance(default, float) else int) and not isinstance(value, bool)
+        else:
+            right = isinstance(value, type(default))
+        if not right:
+            raise ValueError(f"Generating parameter {key} of {name} takes {_kind(default)} (default "
+                             f"{json.dumps(list(default) if isinstance(default, tuple) else default)}), got {value!r}.")
+        if key.endswith("_size") and value < 0:
+            raise ValueError(f"Generating parameter {key} of {name} must be at least 0, got {value}.")
+
+
 def build(name: str, config_name: str | None = None, cache_dir: str | None = None, **params):
     """Generate the splits of dataset `name`, config `config_name`, with generating `params` overridden."""
-    if name not in BUILDERS:
-        raise ValueError(f"Unknown dataset {name!r}; expected one of {sorted(BUILDERS)}.")
+    check_params(name, config_name, params)
     builder = BUILDERS[name](config_name=config_name, cache_dir=cache_dir, **params)
     builder.download_and_prepare()
     return builder, builder.as_dataset()
@@ -57,8 +101,7 @@ def train_difficulties(name: str, config_name: str | None = None, params: dict |
     its config without generating anything; None for a dataset that is not one of lengthgen's builders."""
     if name not in BUILDERS:
         return None
-    builder = BUILDERS[name]
-    config = next(c for c in builder.BUILDER_CONFIGS if c.name == (config_name or builder.DEFAULT_CONFIG_NAME))
+    config = builder_config(name, config_name)
     key = next(k for k in ("train_depths", "train_difficulties", "train_lengths") if hasattr(config, k))
     value = (params or {}).get(key, getattr(config, key))
     return None if value is None else (int(value[0]), int(value[1]))
@@ -112,14 +155,10 @@ def export(name: str, output_dir: str, config_names=None, push_to_hub: str | Non
     Configs already exported there are kept and listed in the card. With `push_to_hub`, upload the folder to that
     dataset repository.
     """
-    builder_class = BUILDERS.get(name)
-    if builder_class is None:
-        raise ValueError(f"Unknown dataset {name!r}; expected one of {sorted(BUILDERS)}.")
-    known = [c.name for c in builder_class.BUILDER_CONFIGS]
-    config_names = list(config_names or known)
-    for config_name in config_names:
-        if config_name not in known:
-            raise ValueError(f"Unknown config {config_name!r} of {name}; expected one of {known}.")
+    builder_config(name)  # an unknown dataset named before anything else
+    config_names = list(config_names or [c.name for c in BUILDERS[name].BUILDER_CONFIGS])
+    for config_name in config_names:  # every config and parameter checked before any is generated
+        check_params(name, config_name, params)
     folder = os.path.join(output_dir, name)
     with tempfile.TemporaryDirectory() as cache_dir:
         for config_name in config_names:
@@ -135,7 +174,7 @@ def export(name: str, output_dir: str, config_names=None, push_to_hub: str | Non
             with open(os.path.join(folder, config_name, "generation.json"), "w") as f:
                 json.dump(meta, f, indent=2)
     with open(os.path.join(folder, "README.md"), "w") as f:
-        f.write(_card(name, folder, builder_class.DEFAULT_CONFIG_NAME))
+        f.write(_card(name, folder, BUILDERS[name].DEFAULT_CONFIG_NAME))
     if push_to_hub:
         from huggingface_hub import HfApi
 
@@ -156,7 +195,7 @@ def parse_param(text: str):
     return key, tuple(parsed) if isinstance(parsed, list) else parsed
 
 
-def main(argv=None):
+def parse_and_export(argv=None):
     parser = argparse.ArgumentParser(prog="lengthgen-data", description="lengthgen's length-split datasets")
     commands = parser.add_subparsers(dest="command", required=True)
     export_parser = commands.add_parser("export", help="write a Hub-style parquet dataset folder")
@@ -171,6 +210,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     folder = export(args.name, args.output_dir, args.config, args.push_to_hub, **dict(args.param))
     print(folder)
+
+
+def main(argv=None):
+    """The console script: a mistake is one line and exit status 2."""
+    from lengthgen.cli import run_command
+
+    run_command(parse_and_export, "lengthgen-data", argv)
 
 
 if __name__ == "__main__":

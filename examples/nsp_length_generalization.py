@@ -23,7 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
+from lengthgen.cli import UsageError, run_command  # noqa: E402
 from lengthgen.release import release  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
 from lengthgen.training.scripts import run_script  # noqa: E402
@@ -52,7 +52,20 @@ def parse_args(argv=None):
                         help="fp32 by default: at this size bf16 autocast was slower even on a CPU with native bf16 "
                         "(Xeon, AVX-512 BF16: 1.4-1.8x fewer sequences/s); auto: bf16 where the CPU has native bf16")
     parser.add_argument("--output-dir", default="outputs/nsp_length_generalization")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    (train_lo, train_hi), (valid_lo, valid_hi) = args.train_digits, args.validation_digits
+    if not 1 <= train_lo <= train_hi:
+        raise UsageError(f"--train-digits takes MIN MAX with 1 <= MIN <= MAX, got {train_lo} {train_hi}.")
+    if not train_hi < valid_lo <= valid_hi:
+        raise UsageError(f"--validation-digits takes MIN MAX above the training range (MIN > {train_hi}, MIN <= MAX), "
+                         f"got {valid_lo} {valid_hi}.")
+    for flag, value in (("--train-size", args.train_size), ("--validation-size", args.validation_size),
+                        ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}.")
+    if args.epochs <= 0 or args.learning_rate <= 0:
+        raise UsageError(f"--epochs and --learning-rate must be positive, got {args.epochs} and {args.learning_rate}.")
+    return args
 
 
 def train_and_evaluate(config_name: str, output_dir: str, args) -> dict:
@@ -159,4 +172,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "nsp_length_generalization.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

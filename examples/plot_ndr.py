@@ -11,10 +11,10 @@ activations of every step (one panel per step, tokens on the x axis, gate channe
 import argparse
 import os
 
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
 import lengthgen.modeling  # noqa: F401
+from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
 from lengthgen.plots import ndr_step_figures
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 
 def plot_ndr_steps(model, tokenizer, text: str, output: str, head: int | None = None, num_steps: int | None = None):
@@ -37,6 +37,11 @@ def main(argv=None):
     parser.add_argument("--num_steps", type=int, default=None)
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args(argv)
+    local_path_or_hub_id(args.model_name_or_path, "--model_name_or_path")
+    if args.num_steps is not None and args.num_steps < 1:
+        raise UsageError(f"--num_steps must be at least 1, got {args.num_steps}.")
+    if not args.text.split():
+        raise UsageError("--text is empty: give the input as space-separated tokens, e.g. \"101 d a b\".")
     model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code)
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     for path in plot_ndr_steps(model, tokenizer, args.text, args.output, args.head, args.num_steps):
@@ -45,4 +50,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "plot_ndr.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

@@ -23,8 +23,19 @@ import sys
 from dataclasses import dataclass, field
 
 import evaluate
+import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 import transformers
 from huggingface_hub import HfApi
+from lengthgen.cli import run_command
+from lengthgen.data.export import load_splits, parse_param
+from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
+from lengthgen.release import record_evaluation, record_run
+from lengthgen.training.models import (
+    ModelArguments,
+    classifier_tokenizer_and_labels,
+    load_classifier,
+)
+from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 from transformers import (
     DataCollatorWithPadding,
     HfArgumentParser,
@@ -32,13 +43,6 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
-
-import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
-from lengthgen.data.export import load_splits, parse_param
-from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
-from lengthgen.release import record_evaluation, record_run
-from lengthgen.training.models import ModelArguments, classifier_tokenizer_and_labels, load_classifier
-from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -207,4 +211,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "run_classification.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

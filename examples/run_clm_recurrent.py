@@ -43,6 +43,18 @@ from dataclasses import dataclass, field
 import torch
 import transformers
 from huggingface_hub import HfApi
+from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.data.long_documents import (
+    CORPORA,
+    document_runs,
+    load_documents,
+    tokenize_documents,
+)
+from lengthgen.modeling import (
+    GPT2WithRecurrence,
+    GPT2WithRecurrenceConfig,
+    flops_per_token,
+)
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -54,9 +66,6 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
-
-from lengthgen.data.long_documents import CORPORA, document_runs, load_documents, tokenize_documents
-from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig, flops_per_token
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("window_size", "overlap", "insertion_layer", "recurrence_hidden_size",
@@ -90,6 +99,11 @@ class ModelArguments:
     recurrence_num_hidden_layers: int | None = field(default=None, metadata={"help": "Hidden layers of it (3)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
+    def __post_init__(self):  # a mistyped local folder is named as missing before any Hub lookup
+        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+            if getattr(self, flag):
+                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+
 
 @dataclass
 class DataArguments:
@@ -114,6 +128,16 @@ class DataArguments:
         default_factory=list, metadata={"help": "Overlaps to evaluate at after training (default: the training one)."}
     )
     eval_chunk_windows: int = field(default=4, metadata={"help": "Windows per forward call when evaluating."})
+
+    def __post_init__(self):  # mistakes named before any corpus is read
+        if self.corpus not in CORPORA:
+            raise UsageError(f"--corpus must be one of {', '.join(CORPORA)}, got {self.corpus!r}.")
+        for flag in ("train_file", "validation_file", "test_file"):
+            if getattr(self, flag) and not os.path.exists(getattr(self, flag)):
+                raise UsageError(f"--{flag}: no such file or directory: {getattr(self, flag)}")
+        for flag in ("max_train_books", "max_eval_tokens", "max_train_samples"):
+            if getattr(self, flag) is not None and getattr(self, flag) < 1:
+                raise UsageError(f"--{flag} must be at least 1, got {getattr(self, flag)}.")
 
 
 @dataclass
@@ -362,4 +386,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "run_clm_recurrent.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

@@ -24,18 +24,11 @@ import sys
 from dataclasses import dataclass, field
 
 import evaluate
+import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
 import torch
 import transformers
 from huggingface_hub import HfApi
-from transformers import (
-    DataCollatorForTokenClassification,
-    HfArgumentParser,
-    Trainer,
-    set_seed,
-)
-from transformers.trainer_utils import get_last_checkpoint
-
-import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
+from lengthgen.cli import run_command
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import (
     MASKED_SPAN_ACCURACY,
@@ -45,8 +38,19 @@ from lengthgen.data.masked_lm import (
     tokenize_masked_examples,
 )
 from lengthgen.release import record_run
-from lengthgen.training.models import ModelArguments, load_masked_lm, masked_lm_tokenizer
+from lengthgen.training.models import (
+    ModelArguments,
+    load_masked_lm,
+    masked_lm_tokenizer,
+)
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
+from transformers import (
+    DataCollatorForTokenClassification,
+    HfArgumentParser,
+    Trainer,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -249,4 +253,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "run_mlm.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

@@ -33,6 +33,18 @@ import torch
 import transformers
 from accelerate.utils import gather_object
 from huggingface_hub import HfApi
+from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.data.hotpotqa import (
+    ANSWER_TYPES,
+    HOTPOTQA_ANSWER,
+    decode_answer,
+    load_hotpotqa,
+    prepare_windows,
+)
+from lengthgen.modeling import (
+    RobertaWithRecurrenceConfig,
+    RobertaWithRecurrenceForQuestionAnswering,
+)
 from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
@@ -43,9 +55,6 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
-
-from lengthgen.data.hotpotqa import ANSWER_TYPES, HOTPOTQA_ANSWER, decode_answer, load_hotpotqa, prepare_windows
-from lengthgen.modeling import RobertaWithRecurrenceConfig, RobertaWithRecurrenceForQuestionAnswering
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("insertion_layer", "recurrence_hidden_size", "recurrence_num_hidden_layers", "recurrence_pooling",
@@ -72,6 +81,11 @@ class ModelArguments:
     recurrence_pooling: str | None = field(default=None, metadata={"help": "last_layer (paper) or layer_weighted."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
+    def __post_init__(self):  # a mistyped local folder is named as missing before any Hub lookup
+        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+            if getattr(self, flag):
+                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+
 
 @dataclass
 class DataArguments:
@@ -84,6 +98,16 @@ class DataArguments:
     window_size: int = field(default=512, metadata={"help": "Tokens per window, question and separators included."})
     doc_stride: int = field(default=128, metadata={"help": "Context tokens shared by consecutive windows."})
     max_answer_length: int = field(default=30, metadata={"help": "Longest span decoded, in tokens."})
+
+    def __post_init__(self):  # mistakes named before any data is read
+        for flag in ("train_file", "validation_file"):
+            if getattr(self, flag) and not os.path.exists(getattr(self, flag)):
+                raise UsageError(f"--{flag}: no such file or directory: {getattr(self, flag)}")
+        if not 0 <= self.doc_stride < self.window_size:
+            raise UsageError(f"--doc_stride must be in [0, --window_size {self.window_size}), got {self.doc_stride}.")
+        for flag in ("max_train_samples", "max_eval_samples", "max_answer_length"):
+            if getattr(self, flag) is not None and getattr(self, flag) < 1:
+                raise UsageError(f"--{flag} must be at least 1, got {getattr(self, flag)}.")
 
 
 @dataclass
@@ -288,4 +312,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "run_qa_recurrent.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

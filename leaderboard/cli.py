@@ -30,6 +30,7 @@ transformers config as it is; a bare transformers model type (`gpt2`, `roberta`,
 import argparse
 import os
 
+from lengthgen.cli import UsageError, run_command
 from lengthgen.data.export import parse_param
 
 from .cell import Budget
@@ -39,7 +40,7 @@ from .tables import write_leaderboard
 from .tasks import LEADERBOARD_BUILDERS
 
 
-def main(argv=None):
+def parse_and_run(argv=None):
     parser = argparse.ArgumentParser(
         prog="lengthgen-leaderboard", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -65,27 +66,35 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, help="torch threads (two runs side by side: 1 each)")
     parser.add_argument("--leaderboard-only", action="store_true", help="rewrite the leaderboard from the cells")
     args = parser.parse_args(argv)
-    if args.seeds < 1:
-        parser.error("--seeds must be at least 1")
+    for flag, value in (("--seeds", args.seeds), ("--max-steps", args.max_steps), ("--batch-size", args.batch_size),
+                        ("--threads", args.threads)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}.")
+    if args.learning_rate <= 0:
+        raise UsageError(f"--learning-rate must be positive, got {args.learning_rate}.")
     if not args.leaderboard_only and not (args.models and args.tasks):
-        parser.error("--models and --tasks are required (or --leaderboard-only to rewrite the tables from the cells)")
-    try:
-        if args.leaderboard_only:
-            write_leaderboard(args.output_dir)
-            return
-        budget = Budget(args.max_steps, args.batch_size, args.learning_rate, threads=args.threads)
-        params = {}
-        for text in args.param:
-            builder, dot, assignment = text.partition(".")
-            if not dot or builder not in LEADERBOARD_BUILDERS:
-                raise ValueError(f"--param takes BUILDER.KEY=VALUE with BUILDER one of {LEADERBOARD_BUILDERS}; got {text!r}")
-            key, value = parse_param(assignment)
-            params.setdefault(builder, {})[key] = value
-        records = run_grid(args.models, args.tasks, args.seeds, args.output_dir, budget, args.data_scale, params)
-    except (ValueError, argparse.ArgumentTypeError) as error:
-        parser.exit(2, f"lengthgen-leaderboard: error: {error}\n")
+        raise UsageError("--models and --tasks are required (or --leaderboard-only to rewrite the tables from the cells).")
+    if args.leaderboard_only:
+        write_leaderboard(args.output_dir)
+        return
+    budget = Budget(args.max_steps, args.batch_size, args.learning_rate, threads=args.threads)
+    params = {}
+    for text in args.param:
+        builder, dot, assignment = text.partition(".")
+        if not dot or builder not in LEADERBOARD_BUILDERS:
+            raise UsageError(f"--param takes BUILDER.KEY=VALUE with BUILDER one of {', '.join(LEADERBOARD_BUILDERS)}; "
+                             f"got {text!r}.")
+        key, value = parse_param(assignment)
+        params.setdefault(builder, {})[key] = value
+    records = run_grid(args.models, args.tasks, args.seeds, args.output_dir, budget, args.data_scale, params)
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; {os.path.join(args.output_dir, 'leaderboard.md')}")
+
+
+
+def main(argv=None):
+    """The console script: a mistake is one line and exit status 2."""
+    run_command(parse_and_run, "lengthgen-leaderboard", argv)
 
 
 if __name__ == "__main__":

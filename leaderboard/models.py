@@ -4,6 +4,7 @@ import torch
 from torch import nn
 from transformers.modeling_outputs import MaskedLMOutput
 
+from lengthgen.cli import local_path_or_hub_id
 from lengthgen.presets import load_presets, load_table
 
 # the one budget of presets/leaderboard.yaml, which a bare transformers model type also gets
@@ -62,7 +63,7 @@ def resolve_model_config(name: str):
         fields = dict(PRESETS[name].get("config") or {})
         return AutoConfig.for_model(fields.pop("model_type"), **fields) if fields else None  # the LSTM: no config
     if name.startswith("hf:"):
-        return AutoConfig.from_pretrained(name[3:])
+        return AutoConfig.from_pretrained(local_path_or_hub_id(name[3:], "--models hf:"))
     if name in CONFIG_MAPPING:
         config = AutoConfig.for_model(name)
         for key, value in BUDGET.items():

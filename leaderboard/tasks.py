@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from lengthgen.cli import local_path_or_hub_id
 from lengthgen.data.export import BUILDERS, load_splits
 
 # Generating parameters of `--data-scale small`: a CPU leaderboard in hours (train <= 20, test 21-100 for the
@@ -39,6 +40,7 @@ def resolve_task(name: str, data_scale: str = "small") -> Task:
     """`builder/config` (or a builder alone: its default config) or `hf:PATH_OR_HUB_ID[:CONFIG]`."""
     if name.startswith("hf:"):
         path, _, config = name[3:].partition(":")
+        local_path_or_hub_id(path, "--tasks hf:")
         return Task(name, path, config or None)
     dataset, _, config = name.partition("/")
     if dataset in LEADERBOARD_BUILDERS:

@@ -12,7 +12,7 @@ ALLOWED = {
     "cli": set(),
     "presets": set(),
     "modeling": set(),
-    "data": set(),
+    "data": {"cli"},
     "plots": {"modeling"},
     "training": {"modeling", "data", "cli"},
     "release": {"data", "cli"},

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the Auto classes)
+from lengthgen.cli import local_path_or_hub_id
 from lengthgen.data.export import BUILDERS
 from lengthgen.data.tokenization import tokenizer_for_task, word_tokenizer
 
@@ -27,6 +28,11 @@ class ModelArguments:
         default=None, metadata={"help": "Override config fields when training from scratch: 'num_layers=8,hidden_size=64'."}
     )
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+
+    def __post_init__(self):  # a mistyped local folder is named as missing before any Hub lookup
+        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+            if getattr(self, flag):
+                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
 
 
 def config_from_name(model_args: ModelArguments):
