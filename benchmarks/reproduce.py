@@ -207,7 +207,7 @@ def saved_result(results_dir: str, name: str | None) -> dict | None:
 
 
 def reproduce(name: str, output_root: str, precision: str | None = None, results_dir: str = RESULTS_DIR,
-              max_train_seconds: float | None = None) -> dict:
+              max_train_seconds: float | None = None, verbose: bool = False) -> dict:
     """Train (or resume) and evaluate preset `name`, write its results JSON and plot. With `max_train_seconds`, training
     stops before that budget with a checkpoint, and the results are those of the model so far (`finished`: false)."""
     preset = PRESETS[name]
@@ -221,7 +221,7 @@ def reproduce(name: str, output_root: str, precision: str | None = None, results
     script = os.path.join(REPO_ROOT, "examples", f"run_{preset.script}.py")
     start = time.time()
     # the script's printout goes to the log beside the run, its progress bar to the terminal
-    metrics = run_script(script, argv, os.path.join(output_root, f"{name}.log"), torch.get_num_threads())
+    metrics = run_script(script, argv, os.path.join(output_root, f"{name}.log"), torch.get_num_threads(), verbose)
     wall_file = os.path.join(output_dir, WALL_FILE)
     wall = json.load(open(wall_file)) if os.path.exists(wall_file) else []
     if not trained:  # the training sessions' wall time, resumptions included
@@ -381,6 +381,8 @@ def parse_args(argv=None):
     parser.add_argument("--num-steps-table", action="store_true",
                         help=f"after training, NDR accuracy on deeper problems at num_steps {NUM_STEPS} (NDR presets)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (two runs at once: 1 each)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the example script's output here instead of OUTPUT_ROOT/NAME.log")
     parser.add_argument("--max-train-seconds", type=float, default=None,
                         help="wall-clock budget of this piece of training: stop before it with a checkpoint")
     parser.add_argument("--pack-to", metavar="DIR",
@@ -415,7 +417,8 @@ def main(argv=None):
         output_dir = os.path.join(args.output_root, name)
         if args.unpack_from and get_last_checkpoint_or_none(output_dir) is None:
             print(f"restored {unpack_checkpoint(args.unpack_from, output_dir)}")
-        result = reproduce(name, args.output_root, args.precision, max_train_seconds=args.max_train_seconds)
+        result = reproduce(name, args.output_root, args.precision, max_train_seconds=args.max_train_seconds,
+                           verbose=args.verbose)
         if args.pack_to:
             wall_file = os.path.join(output_dir, WALL_FILE)
             parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=[wall_file])

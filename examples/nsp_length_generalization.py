@@ -52,6 +52,8 @@ def parse_args(argv=None):
                         help="fp32 by default: at this size bf16 autocast was slower even on a CPU with native bf16 "
                         "(Xeon, AVX-512 BF16: 1.4-1.8x fewer sequences/s); auto: bf16 where the CPU has native bf16")
     parser.add_argument("--output-dir", default="outputs/nsp_length_generalization")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print run_mlm.py's output (Trainer's logs and metrics) here instead of OUTPUT_DIR/MODEL.log")
     args = parser.parse_args(argv)
     (train_lo, train_hi), (valid_lo, valid_hi) = args.train_digits, args.validation_digits
     if not 1 <= train_lo <= train_hi:
@@ -102,6 +104,7 @@ def train_and_evaluate(config_name: str, output_dir: str, args) -> dict:
             *(["--bf16"] if args.precision == "bf16" else []),
         ],
         f"{output_dir}.log",
+        verbose=args.verbose,
     )
 
 

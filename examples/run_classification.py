@@ -11,11 +11,12 @@ generating parameters with `--dataset_param KEY=VALUE`), an exported folder or a
 word-level one over the training inputs that frames every sequence with begin ([CLS]) and end ([SEP]) tokens; the
 classes are the training targets.
 
-Every split other than `train` is evaluated, with accuracy overall and per difficulty (depth). `--eval_num_steps`
+Every split other than `train` is evaluated, with accuracy overall and per difficulty (depth). `--num_steps`
 runs the shared layer for more steps at evaluation than in training (the thesis trains ListOps with 20, tests
 with 24).
 """
 
+import inspect
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ import evaluate
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 import transformers
 from huggingface_hub import HfApi
-from lengthgen.cli import run_command
+from lengthgen.cli import UsageError, run_command
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
 from lengthgen.release import record_evaluation, record_run
@@ -56,8 +57,10 @@ class DataArguments:
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Truncate the training set."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Truncate every evaluation set."})
-    eval_num_steps: int | None = field(
-        default=None, metadata={"help": "Steps of the shared layer at evaluation (default: the model's)."}
+    num_steps: int | None = field(
+        default=None,
+        metadata={"help": "NDR: steps of the shared layer in the final evaluation, passed to the model's forward as "
+                  "`num_steps` (default: the model's, `num_layers`); training and the evaluations during it use the model's."},
     )
     eval_split: str | None = field(
         default=None,
@@ -66,6 +69,18 @@ class DataArguments:
             "'validation', the thesis's model-selection split, else the first split other than 'train')."
         },
     )
+
+
+class NumStepsTrainer(Trainer):
+    """A Trainer whose predictions pass `num_steps`, when set, to the model's forward (the NDR's steps at evaluation);
+    the model's config is left as it is."""
+
+    num_steps: int | None = None
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        if self.num_steps is not None:
+            inputs = {**inputs, "num_steps": self.num_steps}
+        return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
 
 
 def make_compute_metrics(difficulties):
@@ -113,6 +128,11 @@ def main(argv=None):
         raise ValueError(f"{data_args.dataset_name} has no 'train' split; it has {sorted(splits)}.")
     tokenizer, labels = classifier_tokenizer_and_labels(model_args, splits)
     model = load_classifier(model_args, tokenizer, labels)
+    if data_args.num_steps is not None:
+        if data_args.num_steps < 1:
+            raise UsageError(f"--num_steps must be at least 1, got {data_args.num_steps}.")
+        if "num_steps" not in inspect.signature(model.forward).parameters:
+            raise UsageError(f"--num_steps applies to the NDR family; {model.config.model_type} has no steps to set.")
     label_ids = {label: i for i, label in enumerate(labels)}
 
     def featurize(dataset, limit=None):
@@ -137,7 +157,7 @@ def main(argv=None):
     if first_eval is not None and first_eval not in eval_sets:
         raise ValueError(f"--eval_split {first_eval!r} is not an evaluation split; the dataset has {sorted(eval_sets)}.")
 
-    trainer = Trainer(
+    trainer = NumStepsTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -158,16 +178,13 @@ def main(argv=None):
         all_metrics.update({f"train_{k}": v for k, v in result.metrics.items()})
 
     if training_args.do_eval:
-        trained_steps = model.config.num_steps
-        if data_args.eval_num_steps:
-            model.config.num_steps = data_args.eval_num_steps
+        trainer.num_steps = data_args.num_steps
         for name, dataset in eval_sets.items():
             trainer.compute_metrics = make_compute_metrics(dataset["difficulty"])
             metrics = trainer.evaluate(eval_dataset=eval_features[name], metric_key_prefix=f"eval_{name}")
             trainer.log_metrics(f"eval_{name}", metrics)
             trainer.save_metrics(f"eval_{name}", metrics)
             all_metrics.update(metrics)
-        model.config.num_steps = trained_steps
         if training_args.should_save:
             with open(os.path.join(training_args.output_dir, "all_results.json"), "w") as f:
                 json.dump(all_metrics, f, indent=2)
@@ -176,7 +193,7 @@ def main(argv=None):
         if training_args.do_train:  # how the model was trained, for lengthgen-release's model card
             record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args, task="text-classification")
         elif training_args.do_eval and model_args.model_name_or_path and os.path.isdir(model_args.model_name_or_path):
-            # an evaluation of a trained folder (e.g. with --eval_num_steps): the output becomes a copy of that model
+            # an evaluation of a trained folder (e.g. with --num_steps): the output becomes a copy of that model
             # with these numbers, which lengthgen-release can publish
             trainer.save_model()
             record_evaluation(training_args.output_dir, model_args.model_name_or_path, "examples/run_classification.py",

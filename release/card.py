@@ -91,8 +91,8 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
     if run.get("evaluation_command"):
         lines += ["", "The results above were measured by evaluating the trained model again:", "", "```bash",
                   run["evaluation_command"], "```"]
-    if run.get("eval_num_steps"):
-        lines += ["", f"The results were measured with {run['eval_num_steps']} steps of the shared layer; config.json's "
+    if run.get("num_steps"):
+        lines += ["", f"The results were measured with {run['num_steps']} steps of the shared layer; config.json's "
                   f"`num_steps` is set to that (training used {config.get('num_layers')})."]
     if run.get("reproduce_command"):
         lines += ["", f"The same run, with its results JSON and plot: `{run['reproduce_command']}`."]

@@ -60,9 +60,9 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     try:
         for name in files:
             shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
-        if run.get("eval_num_steps"):  # the card's numbers were measured with this many steps: make it the default
+        if run.get("num_steps"):  # the card's numbers were measured with this many steps: make it the default
             with open(os.path.join(staging, "config.json"), "w") as f:
-                json.dump({**config, "num_steps": run["eval_num_steps"]}, f, indent=2)
+                json.dump({**config, "num_steps": run["num_steps"]}, f, indent=2)
         model_card(repo_id, config, run, tables, PLOT in files).save(os.path.join(staging, "README.md"))
         if os.path.isdir(target):
             os.rmdir(target)

@@ -19,7 +19,7 @@ def record_run(output_dir: str, script: str, argv: list[str] | None, data_args, 
         "dataset": data_args.dataset_name,
         "dataset_config": data_args.dataset_config_name,
         "dataset_params": list(data_args.dataset_param),
-        "eval_num_steps": getattr(data_args, "eval_num_steps", None),  # the NDR's steps at evaluation
+        "num_steps": getattr(data_args, "num_steps", None),  # the NDR's steps at evaluation
     }
     with open(os.path.join(output_dir, RUN_RECORD), "w") as f:
         json.dump(record, f, indent=2)
@@ -36,7 +36,7 @@ def record_evaluation(output_dir: str, trained_dir: str, script: str, argv: list
         record = json.load(f)
     argv = sys.argv[1:] if argv is None else argv
     record.update(evaluation_command=f"python {script} {shlex.join(argv)}",
-                  eval_num_steps=getattr(data_args, "eval_num_steps", None))
+                  num_steps=getattr(data_args, "num_steps", None))
     with open(os.path.join(output_dir, RUN_RECORD), "w") as f:
         json.dump(record, f, indent=2)
 

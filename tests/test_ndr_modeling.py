@@ -193,6 +193,7 @@ def test_gradient_checkpointing_gives_same_gradients():
         (lambda m: m(torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([1, 5])), r"\[0, 5\)"),
         (lambda m: m(torch.ones(1, 3, dtype=torch.long), attention_mask=torch.tensor([[0, 1, 1]])), "right padding"),
         (lambda m: m(torch.ones(1, 3, dtype=torch.long), num_steps=-1), "num_steps"),
+        (lambda m: m(torch.ones(1, 3, dtype=torch.long), num_steps=0), "num_steps must be >= 1, got 0"),
     ],
 )
 def test_bad_input_raises_value_error(call, message):

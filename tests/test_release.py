@@ -28,7 +28,7 @@ def trained(tmp_path_factory):
          "--config_overrides", "hidden_size=32,intermediate_size=64,num_layers=3",
          "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
          "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "30", "--learning_rate", "3e-3",
-         "--per_device_train_batch_size", "32", "--eval_num_steps", "5", "--save_strategy", "no", "--use_cpu",
+         "--per_device_train_batch_size", "32", "--num_steps", "5", "--save_strategy", "no", "--use_cpu",
          "--disable_tqdm", "true", "--report_to", "none"]
     )
     return output_dir, metrics
@@ -55,7 +55,7 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
         assert results[(split, "accuracy")] == pytest.approx(metrics[f"eval_{split}_accuracy"], abs=5e-5)
     assert results[("test", "accuracy, difficulty 10")] == pytest.approx(metrics["eval_test_accuracy_d10"], abs=5e-5)
     card = open(os.path.join(folder, "README.md")).read()
-    assert "python examples/run_classification.py --config_name" in card and "--eval_num_steps 5" in card
+    assert "python examples/run_classification.py --config_name" in card and "--num_steps 5" in card
 
     # score the validation split again in a process where lengthgen cannot be imported
     rows = build("ctl", "backward", cache_dir=str(tmp_path / "cache"),
@@ -84,20 +84,20 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
 
 
 def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(trained, tmp_path):
-    """run_classification.py evaluating a trained NDR with --eval_num_steps writes a folder that releases as that model,
+    """run_classification.py evaluating a trained NDR with --num_steps writes a folder that releases as that model,
     num_steps set to what its card's numbers were measured with, and both commands on the card."""
     output_dir, _ = trained
     evaluated = tmp_path / "evaluated"
     metrics = run_classification.main(
         ["--model_name_or_path", str(output_dir), "--dataset_name", "ctl", "--dataset_config_name", "backward",
-         "--dataset_param", *CTL_PARAMS, "--output_dir", str(evaluated), "--do_eval", "--eval_num_steps", "7",
+         "--dataset_param", *CTL_PARAMS, "--output_dir", str(evaluated), "--do_eval", "--num_steps", "7",
          "--use_cpu", "--disable_tqdm", "true", "--report_to", "none"]
     )
     folder = release(str(evaluated), "someone/ndr-tiny-7", target=str(tmp_path / "release"))
     config = json.loads(open(os.path.join(folder, "config.json")).read())
     assert config["num_steps"] == 7 and config["num_layers"] == 3
     card = open(os.path.join(folder, "README.md")).read()
-    assert "--max_steps 30" in card and "--eval_num_steps 7" in card  # how it was trained, how it was evaluated
+    assert "--max_steps 30" in card and "--num_steps 7" in card  # how it was trained, how it was evaluated
     assert card_results(folder)[("test", "accuracy")] == pytest.approx(metrics["eval_test_accuracy"], abs=5e-5)
     result = subprocess.run(
         [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--split", "test",

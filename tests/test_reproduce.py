@@ -105,7 +105,7 @@ def test_paper_scale_presets_are_the_hub_configs_cards_commands():
     last = {flag: args[len(args) - 1 - args[::-1].index(flag) + 1] for flag in args if flag.startswith("--")}
     assert last["--config_name"].endswith(os.path.join("hub_configs", "ndr-listops")) and last["--config_overrides"] == ""
     for flag in ("--learning_rate", "--weight_decay", "--per_device_train_batch_size", "--max_steps", "--max_grad_norm",
-                 "--eval_num_steps"):  # the value the script gets last is the card's
+                 "--num_steps"):  # the value the script gets last is the card's
         assert float(last[flag]) == float(card.split(flag)[1].split()[0]), flag
     assert "--use_cpu" not in args and "--group_by_length" in args and "--bf16" in args
     assert args[args.index("--max_train_seconds") + 1] == "480"

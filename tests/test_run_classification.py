@@ -50,7 +50,7 @@ def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, m
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"), "--config_overrides", TINY,
          "--dataset_name", "ctl", "--dataset_config_name", "backward",
          "--dataset_param", "train_size=300", "validation_iid_size=20", "validation_size=30", "test_size=20",
-         "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "3", "--eval_num_steps", "6",
+         "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "3", "--num_steps", "6",
          "--per_device_train_batch_size", "32", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true"]
     )
     assert {s for training, s in steps_seen if training} == {4} and {s for training, s in steps_seen if not training} == {6}

@@ -11,9 +11,10 @@ import subprocess
 import sys
 
 
-def run_script(script: str, argv: list[str], log_path: str, threads: int | None = None) -> dict:
-    """Run `python script *argv` with its stdout appended to `log_path` and return the `all_results.json` it wrote in
-    its `--output_dir`. `threads` sets the child's OMP_NUM_THREADS (two runs side by side on two cores: 1 each)."""
+def run_script(script: str, argv: list[str], log_path: str, threads: int | None = None, verbose: bool = False) -> dict:
+    """Run `python script *argv` with its stdout appended to `log_path` (on the terminal with `verbose`) and return
+    the `all_results.json` it wrote in its `--output_dir`. `threads` sets the child's OMP_NUM_THREADS (two runs side
+    by side on two cores: 1 each)."""
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -22,9 +23,10 @@ def run_script(script: str, argv: list[str], log_path: str, threads: int | None 
     with open(log_path, "a") as log:
         log.write(f"$ python {script} {' '.join(argv)}\n")
         log.flush()
-        returncode = subprocess.run([sys.executable, script, *argv], stdout=log, env=env).returncode
+        returncode = subprocess.run([sys.executable, script, *argv], stdout=None if verbose else log, env=env).returncode
     if returncode != 0:
-        raise RuntimeError(f"{script} failed with exit status {returncode}; its output is in {log_path}.")
+        raise RuntimeError(f"{script} failed with exit status {returncode}"
+                           + ("." if verbose else f"; its output is in {log_path}."))
     output_dir = argv[argv.index("--output_dir") + 1]
     with open(os.path.join(output_dir, "all_results.json")) as f:
         return json.load(f)

@@ -288,7 +288,7 @@ class NDRModel(NDRPreTrainedModel):
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        steps = num_steps or self.config.num_steps or self.config.num_layers
+        steps = num_steps if num_steps is not None else (self.config.num_steps or self.config.num_layers)
         if steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {steps}")
         _check_inputs(self.config, input_ids, inputs_embeds, attention_mask)
