@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import evaluate
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 import transformers
-from huggingface_hub import HfApi
 from lengthgen.cli import UsageError, run_command
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
@@ -37,6 +36,7 @@ from lengthgen.training.models import (
     load_classifier,
 )
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
+from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     DataCollatorWithPadding,
     HfArgumentParser,
@@ -218,12 +218,7 @@ def main(argv=None):
                 f.write("\n| evaluation set | depth | accuracy |\n| --- | --- | --- |\n")
                 f.writelines(f"| {n} | {d} | {v:.4f} |\n" for n, d, v in rows)
         if training_args.push_to_hub:
-            HfApi().upload_folder(
-                repo_id=trainer.hub_model_id,
-                folder_path=training_args.output_dir,
-                commit_message="lengthgen run_classification.py: end of training",
-                ignore_patterns=["_*", "checkpoint-*"],
-            )
+            upload_output_dir(trainer.hub_model_id, training_args.output_dir, "run_classification.py")
     return all_metrics
 
 

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 
 import torch
 import transformers
-from huggingface_hub import HfApi
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
 from lengthgen.data.long_documents import (
     CORPORA,
@@ -55,6 +54,8 @@ from lengthgen.modeling import (
     GPT2WithRecurrenceConfig,
     flops_per_token,
 )
+from lengthgen.training.models import recurrence_fields
+from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -227,10 +228,7 @@ class DocumentPerplexityTrainer(Trainer):
 
 def load_model(model_args: ModelArguments, tokenizer) -> GPT2WithRecurrence:
     """GPT-2 weights with the recurrence module added, a gpt2_recurrent checkpoint, or a new model from a config."""
-    fields = {name: getattr(model_args, name) for name in RECURRENCE_FIELDS if getattr(model_args, name) is not None}
-    if model_args.model_name_or_path and model_args.config_name:  # a preset (hub_configs/gpt2-recurrent-*) for GPT-2
-        preset = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
-        fields = {**{name: getattr(preset, name) for name in RECURRENCE_FIELDS if hasattr(preset, name)}, **fields}
+    fields = recurrence_fields(model_args, RECURRENCE_FIELDS)
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
         if config.model_type == "gpt2":
@@ -376,12 +374,7 @@ def main(argv=None):
                         "| --- | --- | --- | --- | --- |\n")
                 f.writelines(f"| {s} | {o} | {w:.2f} | {t:.2f} | {fl:.3g} |\n" for s, o, w, t, fl in rows)
         if training_args.push_to_hub:
-            HfApi().upload_folder(
-                repo_id=trainer.hub_model_id,
-                folder_path=training_args.output_dir,
-                commit_message="lengthgen run_clm_recurrent.py: end of training",
-                ignore_patterns=["_*", "checkpoint-*"],
-            )
+            upload_output_dir(trainer.hub_model_id, training_args.output_dir, "run_clm_recurrent.py")
     return all_metrics
 
 

@@ -27,7 +27,6 @@ import evaluate
 import lengthgen.modeling  # noqa: F401  (registers I-BERT with the Auto classes)
 import torch
 import transformers
-from huggingface_hub import HfApi
 from lengthgen.cli import run_command
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import (
@@ -44,6 +43,7 @@ from lengthgen.training.models import (
     masked_lm_tokenizer,
 )
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
+from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     DataCollatorForTokenClassification,
     HfArgumentParser,
@@ -242,13 +242,7 @@ def main(argv=None):
         )
         write_model_card_section(training_args.output_dir, model, data_args, all_metrics)
         if training_args.push_to_hub:
-            # Trainer.push_to_hub would write its card over ours: upload the folder as it stands.
-            HfApi().upload_folder(
-                repo_id=trainer.hub_model_id,
-                folder_path=training_args.output_dir,
-                commit_message="lengthgen run_mlm.py: end of training",
-                ignore_patterns=["_*", "checkpoint-*"],
-            )
+            upload_output_dir(trainer.hub_model_id, training_args.output_dir, "run_mlm.py")
     return all_metrics
 
 

@@ -32,7 +32,6 @@ import evaluate
 import torch
 import transformers
 from accelerate.utils import gather_object
-from huggingface_hub import HfApi
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
 from lengthgen.data.hotpotqa import (
     ANSWER_TYPES,
@@ -45,6 +44,8 @@ from lengthgen.modeling import (
     RobertaWithRecurrenceConfig,
     RobertaWithRecurrenceForQuestionAnswering,
 )
+from lengthgen.training.models import recurrence_fields
+from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     AutoConfig,
     AutoModelForQuestionAnswering,
@@ -189,10 +190,7 @@ class HotpotQATrainer(Trainer):
 
 def load_model(model_args: ModelArguments, tokenizer) -> RobertaWithRecurrenceForQuestionAnswering:
     """RoBERTa weights with the new heads, a roberta_recurrent checkpoint, or a new model from a config."""
-    fields = {name: getattr(model_args, name) for name in RECURRENCE_FIELDS if getattr(model_args, name) is not None}
-    if model_args.model_name_or_path and model_args.config_name:
-        preset = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
-        fields = {**{name: getattr(preset, name) for name in RECURRENCE_FIELDS if hasattr(preset, name)}, **fields}
+    fields = recurrence_fields(model_args, RECURRENCE_FIELDS)
     if model_args.model_name_or_path:
         config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
         if config.model_type == "roberta_recurrent":
@@ -302,12 +300,7 @@ def main(argv=None):
                 f.write(f"\nHotpotQA distractor dev, answer only: F1 {all_metrics['eval_f1']:.2f}, "
                         f"EM {all_metrics['eval_exact_match']:.2f}.\n")
         if training_args.push_to_hub:
-            HfApi().upload_folder(
-                repo_id=trainer.hub_model_id,
-                folder_path=training_args.output_dir,
-                commit_message="lengthgen run_qa_recurrent.py: end of training",
-                ignore_patterns=["_*", "checkpoint-*"],
-            )
+            upload_output_dir(trainer.hub_model_id, training_args.output_dir, "run_qa_recurrent.py")
     return all_metrics
 
 

@@ -95,3 +95,13 @@ def load_masked_lm(model_args: ModelArguments, tokenizer):
         config.vocab_size = len(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
     return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
+
+
+def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
+    """The recurrence settings `names` a run asks for: those of a preset config (--config_name beside
+    --model_name_or_path, e.g. hub_configs/gpt2-recurrent-pg19), overridden by the ones given on the command line."""
+    fields = {name: getattr(model_args, name) for name in names if getattr(model_args, name) is not None}
+    if model_args.model_name_or_path and model_args.config_name:
+        preset = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+        fields = {**{name: getattr(preset, name) for name in names if hasattr(preset, name)}, **fields}
+    return fields

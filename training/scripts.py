@@ -30,3 +30,13 @@ def run_script(script: str, argv: list[str], log_path: str, threads: int | None 
     output_dir = argv[argv.index("--output_dir") + 1]
     with open(os.path.join(output_dir, "all_results.json")) as f:
         return json.load(f)
+
+
+def upload_output_dir(repo_id: str, output_dir: str, script: str):
+    """Upload an example script's output folder as it stands at the end of training (the model, its code, the
+    tokenizer and the card the script wrote; Trainer.push_to_hub would write its own card over it), without the
+    checkpoints."""
+    from huggingface_hub import HfApi
+
+    HfApi().upload_folder(repo_id=repo_id, folder_path=output_dir, commit_message=f"lengthgen {script}: end of training",
+                          ignore_patterns=["_*", "checkpoint-*"])
