@@ -294,3 +294,18 @@ def test_ndr_learns_forward_compositional_table_lookup():
     with torch.no_grad():
         accuracy = (model(**inputs).logits.argmax(-1) == targets).float().mean().item()
     assert accuracy >= 0.6, accuracy
+
+
+def test_input_checks_read_no_values_off_the_cpu(monkeypatch):
+    """On an accelerator the value checks would each stall it with a host-device sync: they are skipped there (here a
+    meta tensor, whose values cannot be read) unless LENGTHGEN_CHECK_INPUTS=1; the shape checks always run."""
+    from lengthgen.modeling.ndr.modeling_ndr import _check_inputs
+
+    config = NDRConfig(vocab_size=10, hidden_size=8, num_layers=2)
+    ids, mask = torch.ones(2, 5, dtype=torch.long, device="meta"), torch.ones(2, 5, dtype=torch.long, device="meta")
+    _check_inputs(config, ids, None, mask)  # no value read: no error
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        _check_inputs(config, ids, None, mask[:, :3])
+    monkeypatch.setenv("LENGTHGEN_CHECK_INPUTS", "1")
+    with pytest.raises((NotImplementedError, RuntimeError)):  # now it reads the meta tensor's values
+        _check_inputs(config, ids, None, mask)
