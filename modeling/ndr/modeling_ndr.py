@@ -47,7 +47,12 @@ class NDRModelOutput(ModelOutput):
 
 @dataclass
 class NDRSequenceClassifierOutput(ModelOutput):
-    """Classification logits read from one column (the last real one by default), plus NDRModelOutput's fields."""
+    """
+    loss: with `labels`, the cross-entropy of the logits.
+    logits: `(batch, num_labels)`, read from one column (the last real one by default) after the last step.
+    hidden_states, attentions, gates: as in NDRModelOutput, when asked for (the state after the last step, which
+        NDRModelOutput calls last_hidden_state, is the last entry of hidden_states).
+    """
 
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
