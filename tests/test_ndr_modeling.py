@@ -309,3 +309,11 @@ def test_input_checks_read_no_values_off_the_cpu(monkeypatch):
     monkeypatch.setenv("LENGTHGEN_CHECK_INPUTS", "1")
     with pytest.raises((NotImplementedError, RuntimeError)):  # now it reads the meta tensor's values
         _check_inputs(config, ids, None, mask)
+
+
+def test_an_argument_the_model_does_not_take_is_an_error_not_ignored():
+    model = NDRForSequenceClassification(NDRConfig(vocab_size=10, hidden_size=8, num_layers=2, num_labels=3)).eval()
+    ids = torch.tensor([[2, 5, 3]])
+    with pytest.raises(TypeError, match="unexpected keyword argument.*num_step\\b"):
+        model(ids, num_step=4)  # a typo of num_steps would otherwise run the default number of steps
+    model(ids, token_type_ids=torch.zeros_like(ids))  # what BERT-style tokenizers add: accepted, unused

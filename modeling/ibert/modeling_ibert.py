@@ -277,6 +277,16 @@ class IBertPreTrainedModel(PreTrainedModel):
                     init.zeros_(param)
 
 
+# what Trainer and tokenizers may pass that these models do not use: accepted and ignored; anything else is an error
+_IGNORED_KWARGS = {"num_items_in_batch", "token_type_ids"}
+
+
+def _check_kwargs(kwargs: dict, method: str):
+    unknown = sorted(set(kwargs) - _IGNORED_KWARGS)
+    if unknown:
+        raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
+
+
 def _values_are_free(tensor: torch.Tensor) -> bool:
     """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
     run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
@@ -355,6 +365,7 @@ class IBertModel(IBertPreTrainedModel):
         attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`): 1 for real tokens, 0 for padding.
             It sets the lengths the recurrent layer runs over and masks padded keys in every attention layer.
         """
+        _check_kwargs(kwargs, "IBertModel.forward")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -415,6 +426,7 @@ class IBertForMaskedLM(IBertPreTrainedModel):
             the loss is then the sum over this micro-batch divided by it, so gradient accumulation weighs every
             labelled token alike.
         """
+        _check_kwargs(kwargs, "IBertForMaskedLM.forward")
         num_items_in_batch = kwargs.get("num_items_in_batch")
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
@@ -472,6 +484,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         labels (`torch.Tensor`): class ids of shape `(batch_size,)`; float targets of shape `(batch_size,)` when
             `num_labels == 1` (regression) or `(batch_size, num_labels)` for `problem_type="multi_label_classification"`.
         """
+        _check_kwargs(kwargs, "IBertForSequenceClassification.forward")
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.ibert(
             input_ids,

@@ -225,6 +225,16 @@ class NDRPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.position_query_bias)
 
 
+# what Trainer and tokenizers may pass that these models do not use: accepted and ignored; anything else is an error
+_IGNORED_KWARGS = {"num_items_in_batch", "token_type_ids"}
+
+
+def _check_kwargs(kwargs: dict, method: str):
+    unknown = sorted(set(kwargs) - _IGNORED_KWARGS)
+    if unknown:
+        raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
+
+
 def _values_are_free(tensor: torch.Tensor) -> bool:
     """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
     run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
@@ -300,6 +310,7 @@ class NDRModel(NDRPreTrainedModel):
             `config.num_layers`. More steps than in training let a model go deeper at test time (appendix D.3.1).
         output_gates (`bool`, *optional*): return the copy-gate activations of every step.
         """
+        _check_kwargs(kwargs, "NDRModel.forward")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
@@ -377,6 +388,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         r"""
         labels (`torch.LongTensor` of shape `(batch_size,)`): class ids in `[0, num_labels)`.
         """
+        _check_kwargs(kwargs, "NDRForSequenceClassification.forward")
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.ndr(
             input_ids,
