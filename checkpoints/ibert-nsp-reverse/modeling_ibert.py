@@ -13,6 +13,8 @@ This file imports only torch, transformers and its own folder, so `save_pretrain
 `AutoModel*.from_pretrained(..., trust_remote_code=True)` loads it without lengthgen installed.
 """
 
+import os
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
@@ -21,6 +23,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import can_return_tuple
 
 from .configuration_ibert import IBertConfig
 
@@ -275,6 +278,25 @@ class IBertPreTrainedModel(PreTrainedModel):
                     init.zeros_(param)
 
 
+# what Trainer and tokenizers may pass that these models do not use: accepted and ignored; anything else is an error
+_IGNORED_KWARGS = {"num_items_in_batch", "token_type_ids"}
+
+
+def _check_kwargs(kwargs: dict, method: str):
+    unknown = sorted(set(kwargs) - _IGNORED_KWARGS)
+    if unknown:
+        raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
+
+
+def _values_are_free(tensor: torch.Tensor) -> bool:
+    """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
+    run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
+    with LENGTHGEN_CHECK_INPUTS=1 (the errors are the same); never while torch.compile traces."""
+    if torch.compiler.is_compiling():
+        return False
+    return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
+
+
 def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
     """Validate the inputs and return (batch_size, seq_len, lengths). Raises ValueError naming the problem."""
     if (input_ids is None) == (inputs_embeds is None):
@@ -287,7 +309,7 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
         raise ValueError("Empty batch: the inputs have batch_size 0.")
     if seq_len == 0:
         raise ValueError("Empty sequence: the inputs have sequence_length 0.")
-    if input_ids is not None:
+    if input_ids is not None and _values_are_free(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
             bad = low if low < 0 else high
@@ -303,6 +325,8 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
     lengths = attention_mask.long().sum(-1)
+    if not _values_are_free(attention_mask):
+        return batch_size, seq_len, lengths
     right_padded = torch.arange(seq_len, device=device)[None, :] < lengths[:, None]
     if not torch.equal(attention_mask.bool(), right_padded):
         raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
@@ -327,6 +351,7 @@ class IBertModel(IBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -334,7 +359,6 @@ class IBertModel(IBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling | tuple:
         r"""
@@ -342,11 +366,11 @@ class IBertModel(IBertPreTrainedModel):
         attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`): 1 for real tokens, 0 for padding.
             It sets the lengths the recurrent layer runs over and masks padded keys in every attention layer.
         """
+        _check_kwargs(kwargs, "IBertModel.forward")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         _, _, lengths = _check_inputs(self.config, input_ids, inputs_embeds, attention_mask)
 
         hidden_states = self.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds, lengths=lengths)
@@ -366,7 +390,7 @@ class IBertModel(IBertPreTrainedModel):
             hidden_states=all_hidden_states,
             attentions=all_attentions,
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class IBertForMaskedLM(IBertPreTrainedModel):
@@ -384,6 +408,7 @@ class IBertForMaskedLM(IBertPreTrainedModel):
     def set_output_embeddings(self, new_embeddings):
         self.cls.decoder = new_embeddings
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -392,7 +417,6 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         labels: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> MaskedLMOutput | tuple:
         r"""
@@ -402,8 +426,8 @@ class IBertForMaskedLM(IBertPreTrainedModel):
             the loss is then the sum over this micro-batch divided by it, so gradient accumulation weighs every
             labelled token alike.
         """
+        _check_kwargs(kwargs, "IBertForMaskedLM.forward")
         num_items_in_batch = kwargs.get("num_items_in_batch")
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
             expected = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
             if tuple(labels.shape) != expected:
@@ -427,7 +451,7 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         output = MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class IBertForSequenceClassification(IBertPreTrainedModel):
@@ -444,6 +468,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -452,14 +477,13 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput | tuple:
         r"""
         labels (`torch.Tensor`): class ids of shape `(batch_size,)`; float targets of shape `(batch_size,)` when
             `num_labels == 1` (regression) or `(batch_size, num_labels)` for `problem_type="multi_label_classification"`.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        _check_kwargs(kwargs, "IBertForSequenceClassification.forward")
         outputs = self.ibert(
             input_ids,
             attention_mask=attention_mask,
@@ -486,7 +510,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
             if problem_type == "regression":
                 loss = nn.functional.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
             elif problem_type == "single_label_classification":
-                if int(labels.min()) < 0 or int(labels.max()) >= self.num_labels:
+                if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
                     raise ValueError(f"Class labels must lie in [0, {self.num_labels}).")
                 loss = nn.functional.cross_entropy(logits, labels)
             else:
@@ -494,7 +518,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         output = SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 __all__ = [

@@ -15,6 +15,7 @@ the copy gate, which gives the baselines of Tables 5.1, 5.3 and 5.4 from the sam
 This file imports only torch, transformers and its own folder, so checkpoints load with `trust_remote_code=True`.
 """
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -23,7 +24,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from .configuration_ndr import NDRConfig
 from .geometric_attention import geometric_attention, geometric_attention_weights, geometric_logits
@@ -46,7 +47,12 @@ class NDRModelOutput(ModelOutput):
 
 @dataclass
 class NDRSequenceClassifierOutput(ModelOutput):
-    """Classification logits read from one column (the last real one by default), plus NDRModelOutput's fields."""
+    """
+    loss: with `labels`, the cross-entropy of the logits.
+    logits: `(batch, num_labels)`, read from one column (the last real one by default) after the last step.
+    hidden_states, attentions, gates: as in NDRModelOutput, when asked for (the state after the last step, which
+        NDRModelOutput calls last_hidden_state, is the last entry of hidden_states).
+    """
 
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
@@ -219,6 +225,25 @@ class NDRPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.position_query_bias)
 
 
+# what Trainer and tokenizers may pass that these models do not use: accepted and ignored; anything else is an error
+_IGNORED_KWARGS = {"num_items_in_batch", "token_type_ids"}
+
+
+def _check_kwargs(kwargs: dict, method: str):
+    unknown = sorted(set(kwargs) - _IGNORED_KWARGS)
+    if unknown:
+        raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
+
+
+def _values_are_free(tensor: torch.Tensor) -> bool:
+    """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
+    run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
+    with LENGTHGEN_CHECK_INPUTS=1 (the errors are the same); never while torch.compile traces."""
+    if torch.compiler.is_compiling():
+        return False
+    return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
+
+
 def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
     """Validate the inputs. Raises ValueError naming the problem."""
     if (input_ids is None) == (inputs_embeds is None):
@@ -231,7 +256,7 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
         raise ValueError("Empty batch: the inputs have batch_size 0.")
     if seq_len == 0:
         raise ValueError("Empty sequence: the inputs have sequence_length 0.")
-    if input_ids is not None:
+    if input_ids is not None and _values_are_free(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
             raise ValueError(f"Token id {low if low < 0 else high} is outside the vocabulary [0, {config.vocab_size}).")
@@ -244,6 +269,8 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
     device = attention_mask.device
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
+    if not _values_are_free(attention_mask):
+        return
     lengths = attention_mask.long().sum(-1)
     if not torch.equal(attention_mask.bool(), torch.arange(seq_len, device=device)[None, :] < lengths[:, None]):
         raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
@@ -266,6 +293,7 @@ class NDRModel(NDRPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -275,7 +303,6 @@ class NDRModel(NDRPreTrainedModel):
         output_attentions: bool | None = None,
         output_gates: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> NDRModelOutput | tuple:
         r"""
@@ -283,12 +310,12 @@ class NDRModel(NDRPreTrainedModel):
             `config.num_layers`. More steps than in training let a model go deeper at test time (appendix D.3.1).
         output_gates (`bool`, *optional*): return the copy-gate activations of every step.
         """
+        _check_kwargs(kwargs, "NDRModel.forward")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
-        steps = num_steps or self.config.num_steps or self.config.num_layers
+        steps = num_steps if num_steps is not None else (self.config.num_steps or self.config.num_layers)
         if steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {steps}")
         _check_inputs(self.config, input_ids, inputs_embeds, attention_mask)
@@ -314,7 +341,7 @@ class NDRModel(NDRPreTrainedModel):
         output = NDRModelOutput(
             last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions, gates=all_gates
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class NDRForSequenceClassification(NDRPreTrainedModel):
@@ -333,7 +360,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         """The classifier reads the end token's column (or the begin token's): raise if a row has another token there."""
         last = self.config.classifier_position == "last"
         expected = self.config.eos_token_id if last else self.config.bos_token_id
-        if expected is None:
+        if expected is None or not _values_are_free(read_ids):
             return
         wrong = (read_ids != expected).nonzero()
         if len(wrong):
@@ -344,6 +371,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
                 f"begin and end tokens (the tokenizer's [CLS] ... [SEP])."
             )
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -354,13 +382,12 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         output_attentions: bool | None = None,
         output_gates: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> NDRSequenceClassifierOutput | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size,)`): class ids in `[0, num_labels)`.
         """
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        _check_kwargs(kwargs, "NDRForSequenceClassification.forward")
         outputs = self.ndr(
             input_ids,
             attention_mask=attention_mask,
@@ -387,7 +414,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         if labels is not None:
             if tuple(labels.shape) != (hidden_states.shape[0],):
                 raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({hidden_states.shape[0]},).")
-            if int(labels.min()) < 0 or int(labels.max()) >= self.num_labels:
+            if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
                 raise ValueError(f"Class labels must lie in [0, {self.num_labels}).")
             loss = F.cross_entropy(logits, labels)
         output = NDRSequenceClassifierOutput(
@@ -397,7 +424,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
             attentions=outputs.attentions,
             gates=outputs.gates,
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 __all__ = ["NDRForSequenceClassification", "NDRModel", "NDRPreTrainedModel", "sinusoidal_embeddings"]

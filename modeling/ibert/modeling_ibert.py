@@ -23,6 +23,7 @@ from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import can_return_tuple
 
 from .configuration_ibert import IBertConfig
 
@@ -350,6 +351,7 @@ class IBertModel(IBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -357,7 +359,6 @@ class IBertModel(IBertPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling | tuple:
         r"""
@@ -370,7 +371,6 @@ class IBertModel(IBertPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         _, _, lengths = _check_inputs(self.config, input_ids, inputs_embeds, attention_mask)
 
         hidden_states = self.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds, lengths=lengths)
@@ -390,7 +390,7 @@ class IBertModel(IBertPreTrainedModel):
             hidden_states=all_hidden_states,
             attentions=all_attentions,
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class IBertForMaskedLM(IBertPreTrainedModel):
@@ -408,6 +408,7 @@ class IBertForMaskedLM(IBertPreTrainedModel):
     def set_output_embeddings(self, new_embeddings):
         self.cls.decoder = new_embeddings
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -416,7 +417,6 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         labels: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> MaskedLMOutput | tuple:
         r"""
@@ -428,7 +428,6 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         """
         _check_kwargs(kwargs, "IBertForMaskedLM.forward")
         num_items_in_batch = kwargs.get("num_items_in_batch")
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None:
             expected = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
             if tuple(labels.shape) != expected:
@@ -452,7 +451,7 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         output = MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class IBertForSequenceClassification(IBertPreTrainedModel):
@@ -469,6 +468,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -477,7 +477,6 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> SequenceClassifierOutput | tuple:
         r"""
@@ -485,7 +484,6 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
             `num_labels == 1` (regression) or `(batch_size, num_labels)` for `problem_type="multi_label_classification"`.
         """
         _check_kwargs(kwargs, "IBertForSequenceClassification.forward")
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.ibert(
             input_ids,
             attention_mask=attention_mask,
@@ -520,7 +518,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
         output = SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 __all__ = [

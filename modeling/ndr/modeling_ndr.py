@@ -24,7 +24,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, can_return_tuple
 
 from .configuration_ndr import NDRConfig
 from .geometric_attention import geometric_attention, geometric_attention_weights, geometric_logits
@@ -293,6 +293,7 @@ class NDRModel(NDRPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -302,7 +303,6 @@ class NDRModel(NDRPreTrainedModel):
         output_attentions: bool | None = None,
         output_gates: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> NDRModelOutput | tuple:
         r"""
@@ -315,7 +315,6 @@ class NDRModel(NDRPreTrainedModel):
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         steps = num_steps if num_steps is not None else (self.config.num_steps or self.config.num_layers)
         if steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {steps}")
@@ -342,7 +341,7 @@ class NDRModel(NDRPreTrainedModel):
         output = NDRModelOutput(
             last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions, gates=all_gates
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 class NDRForSequenceClassification(NDRPreTrainedModel):
@@ -372,6 +371,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
                 f"begin and end tokens (the tokenizer's [CLS] ... [SEP])."
             )
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -382,14 +382,12 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         output_attentions: bool | None = None,
         output_gates: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
     ) -> NDRSequenceClassifierOutput | tuple:
         r"""
         labels (`torch.LongTensor` of shape `(batch_size,)`): class ids in `[0, num_labels)`.
         """
         _check_kwargs(kwargs, "NDRForSequenceClassification.forward")
-        return_dict = return_dict if return_dict is not None else self.config.return_dict
         outputs = self.ndr(
             input_ids,
             attention_mask=attention_mask,
@@ -426,7 +424,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
             attentions=outputs.attentions,
             gates=outputs.gates,
         )
-        return output if return_dict else output.to_tuple()
+        return output
 
 
 __all__ = ["NDRForSequenceClassification", "NDRModel", "NDRPreTrainedModel", "sinusoidal_embeddings"]
