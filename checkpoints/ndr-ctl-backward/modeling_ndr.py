@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput, can_return_tuple
 
 from .configuration_ndr import NDRConfig
@@ -68,11 +69,22 @@ def sinusoidal_embeddings(positions: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
 
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Softmax attention written out, returning its weights: `attention_mask` is an additive bias (positions, padding);
+    the output is `(B, N, H, D)`, as transformers' attention interface returns it."""
+    scores = (query @ key.transpose(-1, -2)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ value).transpose(1, 2).contiguous(), weights
+
+
 class NDRAttention(nn.Module):
     """Multi-head attention: geometric (Eq. 5.10) or softmax, with none, relative or gated abs/rel positions (D.7)."""
 
     def __init__(self, config: NDRConfig):
         super().__init__()
+        self.is_causal = False  # read by transformers' attention interface
         self.config = config
         self.num_heads = config.num_attention_heads
         self.head_size = config.hidden_size // config.num_attention_heads
@@ -136,11 +148,11 @@ class NDRAttention(nn.Module):
             if output_attentions:  # the weights themselves are wanted: build the (B, H, N, N) logits
                 logits = geometric_logits(self.alpha * content_query, key, direction_bias)
                 weights = geometric_attention_weights(logits, mask, normalize=normalize).to(value.dtype)
-                context = weights @ value
+                context = (weights @ value).transpose(1, 2)
             else:  # fused: no (B, H, N, N) tensor is kept
                 context = geometric_attention(
                     self.alpha * content_query, key, value, mask, normalize, direction_bias, scale=1.0
-                )
+                ).transpose(1, 2)
         else:
             scale = self.head_size**-0.5
             bias = None
@@ -150,14 +162,16 @@ class NDRAttention(nn.Module):
                 padding = torch.zeros(key_padding_mask.shape, dtype=content_query.dtype, device=hidden_states.device)
                 padding = padding.masked_fill(~key_padding_mask, torch.finfo(content_query.dtype).min)[:, None, None, :]
                 bias = padding if bias is None else bias + padding
-            if output_attentions or self.config._attn_implementation == "eager":
-                scores = (content_query @ key.transpose(-1, -2)) * scale
-                weights = torch.softmax(scores if bias is None else scores + bias, dim=-1)
-                context = weights @ value
+            # transformers' attention interface ("sdpa" by default); the weights themselves need the eager path
+            implementation = self.config._attn_implementation or "eager"
+            if output_attentions or implementation == "eager":
+                attention_interface = eager_attention_forward
             else:
-                weights = None
-                context = F.scaled_dot_product_attention(content_query, key, value, attn_mask=bias, scale=scale)
-        context = context.transpose(1, 2).reshape(hidden_states.shape)
+                attention_interface = ALL_ATTENTION_FUNCTIONS[implementation]
+            context, weights = attention_interface(
+                self, content_query, key, value, bias, dropout=0.0, scaling=scale, is_causal=False
+            )
+        context = context.reshape(hidden_states.shape)  # (B, N, H, D) -> (B, N, H * D)
         return self.output(context), (weights if output_attentions else None)
 
 
