@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import torch
 import transformers
-from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.cli import UsageError, run_command
 from lengthgen.data.long_documents import (
     CORPORA,
     document_runs,
@@ -54,7 +54,7 @@ from lengthgen.modeling import (
     GPT2WithRecurrenceConfig,
     flops_per_token,
 )
-from lengthgen.training.models import recurrence_fields
+from lengthgen.training.models import check_model_paths, recurrence_fields
 from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     AutoConfig,
@@ -100,10 +100,8 @@ class ModelArguments:
     recurrence_num_hidden_layers: int | None = field(default=None, metadata={"help": "Hidden layers of it (3)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
-    def __post_init__(self):  # a mistyped local folder is named as missing before any Hub lookup
-        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-            if getattr(self, flag):
-                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+    def __post_init__(self):
+        check_model_paths(self)
 
 
 @dataclass

@@ -32,7 +32,7 @@ import evaluate
 import torch
 import transformers
 from accelerate.utils import gather_object
-from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.cli import UsageError, run_command
 from lengthgen.data.hotpotqa import (
     ANSWER_TYPES,
     HOTPOTQA_ANSWER,
@@ -44,7 +44,7 @@ from lengthgen.modeling import (
     RobertaWithRecurrenceConfig,
     RobertaWithRecurrenceForQuestionAnswering,
 )
-from lengthgen.training.models import recurrence_fields
+from lengthgen.training.models import check_model_paths, recurrence_fields
 from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     AutoConfig,
@@ -82,10 +82,8 @@ class ModelArguments:
     recurrence_pooling: str | None = field(default=None, metadata={"help": "last_layer (paper) or layer_weighted."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
-    def __post_init__(self):  # a mistyped local folder is named as missing before any Hub lookup
-        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-            if getattr(self, flag):
-                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+    def __post_init__(self):
+        check_model_paths(self)
 
 
 @dataclass

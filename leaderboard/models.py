@@ -8,7 +8,8 @@ from lengthgen.cli import local_path_or_hub_id
 from lengthgen.presets import load_presets, load_table
 
 # the one budget of presets/leaderboard.yaml, which a bare transformers model type also gets
-BUDGET = {**load_table("leaderboard")["_budget"], **load_table("leaderboard")["_layers"]}
+_TABLE = load_table("leaderboard")
+BUDGET = {**_TABLE["_budget"], **_TABLE["_layers"]}
 WIDTH, HEADS, LAYERS = BUDGET["hidden_size"], BUDGET["num_attention_heads"], BUDGET["num_hidden_layers"]
 
 

@@ -29,10 +29,16 @@ class ModelArguments:
     )
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
-    def __post_init__(self):  # a mistyped local folder is named as missing before any Hub lookup
-        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-            if getattr(self, flag):
-                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+    def __post_init__(self):
+        check_model_paths(self)
+
+
+def check_model_paths(model_args):
+    """A mistyped local folder in --model_name_or_path, --config_name or --tokenizer_name is named as missing before
+    any Hub lookup (every example script's ModelArguments calls this)."""
+    for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+        if getattr(model_args, flag):
+            local_path_or_hub_id(getattr(model_args, flag), f"--{flag}")
 
 
 def config_from_name(model_args: ModelArguments):
