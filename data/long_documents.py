@@ -16,7 +16,8 @@ PG-19 subsets of §5: the first N training books alphabetically by file name (`m
 first 15,000 tokens of each validation book for early stopping (`max_tokens` of `tokenize_documents`).
 
 Training examples are runs of up to K windows of one document (paper: 20 windows of 300 tokens) that the model reads
-with backpropagation through time; evaluation reads whole documents. Word counts are kept so perplexity can be
+with backpropagation through time (`lengthgen.training.windows.document_runs`: the model's windows); evaluation reads
+whole documents. Word counts are kept so perplexity can be
 reported per word, as the paper does, as well as per token.
 """
 
@@ -181,35 +182,8 @@ def tokenize_documents(batch: dict, tokenizer, max_tokens: int | None = None) ->
     return {"input_ids": input_ids, "num_words": num_words, "num_tokens": [len(ids) - 1 for ids in input_ids]}
 
 
-def document_runs(batch: dict, window: int, overlap: int, windows_per_example: int) -> dict:
-    """Split tokenized documents into training examples of up to K = `windows_per_example` windows each (§5: 20 of
-    300 tokens), for `Dataset.map(batched=True, remove_columns=...)`.
-
-    With stride s = T - o, K windows cover K s + o tokens; consecutive runs of a document start K s tokens apart, so a
-    run's first o tokens repeat the end of the previous run. They are context only (label -100), so no token is
-    trained on twice. A run's first token has nothing before it in the run: with o = 0 it is not predicted (the
-    windows inside a run are the document's own windows; each run starts without h_prev). A one-token tail is
-    dropped."""
-    if not 0 <= overlap < window:
-        raise ValueError(f"overlap must be in [0, window), got window {window}, overlap {overlap}")
-    if windows_per_example < 1:
-        raise ValueError(f"windows_per_example must be >= 1, got {windows_per_example}")
-    span = windows_per_example * (window - overlap)
-    input_ids, labels = [], []
-    for ids in batch["input_ids"]:
-        for start in range(0, max(len(ids) - overlap, 1), span):
-            run = ids[start:start + span + overlap]
-            if len(run) < 2:
-                continue
-            context = overlap if start > 0 else 0
-            input_ids.append(run)
-            labels.append([-100] * context + run[context:])
-    return {"input_ids": input_ids, "labels": labels}
-
-
 __all__ = [
     "CORPORA",
-    "document_runs",
     "first_books",
     "load_documents",
     "pg19_book_name",

@@ -43,19 +43,11 @@ from dataclasses import dataclass, field
 import torch
 import transformers
 from lengthgen.cli import UsageError, run_command
-from lengthgen.data.long_documents import (
-    CORPORA,
-    document_runs,
-    load_documents,
-    tokenize_documents,
-)
-from lengthgen.modeling import (
-    GPT2WithRecurrence,
-    GPT2WithRecurrenceConfig,
-    flops_per_token,
-)
+from lengthgen.data.long_documents import CORPORA, load_documents, tokenize_documents
+from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig, check_overlap, flops_per_token
 from lengthgen.training.models import check_model_paths, recurrence_fields
 from lengthgen.training.scripts import upload_output_dir
+from lengthgen.training.windows import document_runs
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -149,9 +141,9 @@ class RecurrentLMTrainingArguments(TrainingArguments):
 
 
 @torch.no_grad()
-def document_nll(model, documents, batch_size: int, chunk_tokens: int, shard: tuple[int, int] = (0, 1)):
+def document_nll(model, documents, batch_size: int, chunk_tokens: int, overlap: int, shard: tuple[int, int] = (0, 1)):
     """Summed next-token negative log-likelihood, predicted tokens and words of whole documents, each read from start
-    to end window by window with the recurrent state carried between calls of `chunk_tokens` tokens.
+    to end window by window (with `overlap`) with the recurrent state carried between calls of `chunk_tokens` tokens.
 
     `documents` has `input_ids` (bos first) and `num_words`; `shard` = (index, count) takes every count-th document."""
     device = next(model.parameters()).device
@@ -168,7 +160,8 @@ def document_nll(model, documents, batch_size: int, chunk_tokens: int, shard: tu
         ids, mask, state = ids.to(device), mask.to(device), None
         for start in range(0, longest, chunk_tokens):
             piece = slice(start, start + chunk_tokens)
-            out = model(ids[:, piece], attention_mask=mask[:, piece], labels=ids[:, piece], recurrent_state=state)
+            out = model(ids[:, piece], attention_mask=mask[:, piece], labels=ids[:, piece], recurrent_state=state,
+                        overlap=overlap)
             state = out.recurrent_state
             nll += out.loss.item() * out.num_predicted_tokens
             tokens += out.num_predicted_tokens
@@ -184,23 +177,26 @@ class DocumentPerplexityTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self.eval_chunk_windows = eval_chunk_windows
 
-    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval", overlap: int | None = None):
+        """Perplexity of whole documents read with `overlap` (default: the model's)."""
         documents = self.eval_dataset if eval_dataset is None else eval_dataset
         if documents is None:
             raise ValueError("No evaluation documents: pass --validation_file or a dataset with a validation split.")
         if isinstance(documents, dict):
             return {k: v for name, d in documents.items()
-                    for k, v in self.evaluate(d, ignore_keys, f"{metric_key_prefix}_{name}").items()}
+                    for k, v in self.evaluate(d, ignore_keys, f"{metric_key_prefix}_{name}", overlap).items()}
         model = self.accelerator.unwrap_model(self.model)
         was_training = model.training
         model.eval()
         start_time = time.time()
         config = model.config
-        chunk = config.window_size + (self.eval_chunk_windows - 1) * (config.window_size - config.overlap)
+        overlap = config.overlap if overlap is None else overlap
+        check_overlap(config.window_size, overlap)
+        chunk = config.window_size + (self.eval_chunk_windows - 1) * (config.window_size - overlap)
         if "num_tokens" in (getattr(documents, "column_names", None) or []):  # longest first: less padding per batch
             documents = documents.sort("num_tokens", reverse=True)
         shard = (self.args.process_index, self.args.world_size)
-        nll, tokens, words = document_nll(model, documents, self.args.eval_batch_size, chunk, shard)
+        nll, tokens, words = document_nll(model, documents, self.args.eval_batch_size, chunk, overlap, shard)
         totals = torch.tensor([nll, tokens, words], dtype=torch.float64, device=self.args.device)
         if self.args.world_size > 1:
             totals = self.accelerator.reduce(totals, reduction="sum")
@@ -215,8 +211,8 @@ class DocumentPerplexityTrainer(Trainer):
             f"{prefix}_perplexity_per_word": math.exp(nll / words) if words else float("nan"),
             f"{prefix}_tokens": int(tokens),
             f"{prefix}_words": int(words),
-            f"{prefix}_overlap": config.overlap,
-            f"{prefix}_flops_per_token": flops_per_token(config, config.window_size, config.overlap),
+            f"{prefix}_overlap": overlap,
+            f"{prefix}_flops_per_token": flops_per_token(config, config.window_size, overlap),
             f"{prefix}_runtime": round(time.time() - start_time, 4),
         }
         self.log(metrics)
@@ -335,18 +331,16 @@ def main(argv=None):
 
     evaluations = [("eval", validation)] * training_args.do_eval + [("test", test)] * training_args.do_predict
     for overlap_at_eval in data_args.eval_overlaps or [overlap]:
-        if not 0 <= overlap_at_eval < window:
-            raise ValueError(f"Evaluation overlap {overlap_at_eval} must be in [0, window {window}).")
+        check_overlap(window, overlap_at_eval)
         if model.config.use_recurrence and overlap_at_eval != overlap:
             logger.warning("Evaluating a recurrent model trained with overlap %d at overlap %d (§4.2: use the "
                            "training overlap; h_prev then pools the positions the next window does not repeat).",
                            overlap, overlap_at_eval)
-        model.config.overlap = overlap_at_eval
         for split, dataset in evaluations:
-            metrics = trainer.evaluate(dataset, metric_key_prefix=f"{split}_overlap{overlap_at_eval}")
+            metrics = trainer.evaluate(dataset, metric_key_prefix=f"{split}_overlap{overlap_at_eval}",
+                                       overlap=overlap_at_eval)
             trainer.log_metrics(f"{split}_overlap{overlap_at_eval}", metrics)
             all_metrics.update(metrics)
-    model.config.overlap = overlap
 
     if training_args.should_save:
         os.makedirs(training_args.output_dir, exist_ok=True)

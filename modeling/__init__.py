@@ -24,6 +24,7 @@ from .recurrence import (
     RecurrentState,
     RobertaWithRecurrenceConfig,
     RobertaWithRecurrenceForQuestionAnswering,
+    check_overlap,
 )
 from .recurrence.flops import flops_per_token
 
@@ -53,6 +54,7 @@ __all__ = [
     "RecurrentState",
     "RobertaWithRecurrenceConfig",
     "RobertaWithRecurrenceForQuestionAnswering",
+    "check_overlap",
     "flops_per_token",
     "geometric_attention",
     "geometric_attention_weights",

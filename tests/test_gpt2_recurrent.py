@@ -65,6 +65,22 @@ def test_loss_counts_every_token_once(window, overlap):
     torch.testing.assert_close(out.loss, direct)
 
 
+@pytest.mark.parametrize("overlap", [0, 5])
+def test_overlap_argument_reads_as_a_model_configured_with_it(overlap):
+    """Evaluating at another overlap (Tables 1-2's baseline curve) leaves the config alone and gives what a model
+    configured with that overlap gives, including h_prev pooled over the new stride."""
+    model, _ = models(8, 3)
+    configured, _ = models(8, overlap)
+    x = tokens(37)
+    with torch.no_grad():
+        called, reference = model(x, labels=x, overlap=overlap), configured(x, labels=x)
+    assert model.config.overlap == 3
+    torch.testing.assert_close(called.logits, reference.logits, rtol=0, atol=0)
+    torch.testing.assert_close(called.loss, reference.loss, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="overlap must satisfy 0 <= overlap < window_size=8, got 8"):
+        model(x, overlap=8)
+
+
 @pytest.mark.parametrize("chunks", [[30], [5, 1, 11, 13], [8, 8, 8, 6], [3] * 10])
 def test_streaming_in_chunks_equals_one_call(chunks):
     model, _ = models()

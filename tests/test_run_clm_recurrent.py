@@ -13,7 +13,6 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
 from lengthgen.data.long_documents import (
-    document_runs,
     first_books,
     load_documents,
     tokenize_documents,
@@ -21,6 +20,7 @@ from lengthgen.data.long_documents import (
 )
 from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.modeling import flops_per_token
+from lengthgen.training.windows import document_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import run_clm_recurrent  # noqa: E402

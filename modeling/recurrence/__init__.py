@@ -1,4 +1,4 @@
-from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
+from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig, check_overlap
 from .configuration_roberta_recurrent import RobertaWithRecurrenceConfig
 from .modeling_gpt2_recurrent import GPT2WithRecurrence, RecurrentCausalLMOutput, RecurrentState
 from .modeling_roberta_recurrent import RecurrentQuestionAnsweringOutput, RobertaWithRecurrenceForQuestionAnswering
@@ -16,4 +16,5 @@ __all__ = [
     "RecurrentState",
     "RobertaWithRecurrenceConfig",
     "RobertaWithRecurrenceForQuestionAnswering",
+    "check_overlap",
 ]

@@ -6,6 +6,15 @@ from transformers import GPT2Config
 from .recurrence_module import check_recurrence_fields
 
 
+def check_overlap(window_size: int, overlap: int) -> None:
+    """The one check of a window and its overlap (config, model call, FLOPs count, data windows): T >= 1 and
+    0 <= o < T, so that every window has at least one new token."""
+    if window_size < 1:
+        raise ValueError(f"window_size must be at least 1, got {window_size}")
+    if not 0 <= overlap < window_size:
+        raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
+
+
 class GPT2WithRecurrenceConfig(GPT2Config):
     r"""
     A `GPT2Config` plus the recurrence of §3.1: the input is read in windows of `window_size` tokens, each window
@@ -48,8 +57,7 @@ class GPT2WithRecurrenceConfig(GPT2Config):
                 f"window_size must lie in [1, n_positions={self.n_positions}] (GPT-2 has no position embedding past "
                 f"it), got {window_size}"
             )
-        if not 0 <= overlap < window_size:
-            raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
+        check_overlap(window_size, overlap)
         check_recurrence_fields(insertion_layer, self.n_layer, "n_layer", recurrence_hidden_size,
                                 recurrence_num_hidden_layers, recurrence_pooling)
         self.window_size = window_size
@@ -61,4 +69,4 @@ class GPT2WithRecurrenceConfig(GPT2Config):
         self.use_recurrence = use_recurrence
 
 
-__all__ = ["GPT2WithRecurrenceConfig"]
+__all__ = ["GPT2WithRecurrenceConfig", "check_overlap"]

@@ -1,5 +1,7 @@
 """Forward FLOPs per predicted token of a GPT-2 run in windows (Tables 1-2's FLOPs/token column)."""
 
+from .configuration_gpt2_recurrent import check_overlap
+
 
 def flops_per_token(config, window: int, overlap: int = 0) -> float:
     """Forward FLOPs per predicted token when a GPT-2 reads text in windows of `window` tokens that repeat `overlap`
@@ -17,10 +19,7 @@ def flops_per_token(config, window: int, overlap: int = 0) -> float:
         window: T, tokens per window (paper: 300).
         overlap: tokens repeated from the previous window, 0 <= overlap < window.
     """
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
-    if not 0 <= overlap < window:
-        raise ValueError(f"overlap must satisfy 0 <= overlap < window={window}, got {overlap}")
+    check_overlap(window, overlap)
     d = config.n_embd
     d_ff = getattr(config, "n_inner", None) or 4 * d
     non_embedding_parameters = config.n_layer * (4 * d * d + 2 * d * d_ff)

@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
 from transformers.utils import ModelOutput
 
-from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
+from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig, check_overlap
 from .recurrence_module import RecurrenceModule, WindowRecurrenceMixin, check_attention_mask, check_input_ids
 
 
@@ -139,10 +139,11 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
         model_kwargs["recurrent_state"] = outputs.recurrent_state
         return model_kwargs
 
-    def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool, all_logits: bool = True):
+    def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool, stride: int,
+                    all_logits: bool = True):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
         `all_logits`), the summed loss of `targets` (the labels those logits predict, possibly fewer), and h_prev for
-        the next window."""
+        the next window, pooled over the window's first `stride` tokens (those the next window does not repeat)."""
         hidden, layer_states = self.run_window(window_ids, h_prev)
         logits = self.lm_head(hidden[:, owned_from:])
         loss_sum = None
@@ -150,7 +151,6 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
             predicted = logits[:, : targets.shape[1]]
             loss_sum = F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(), targets.reshape(-1),
                                        ignore_index=-100, reduction="sum")
-        stride = self.config.window_size - self.config.overlap
         next_h_prev = self.recurrence([s[:, :stride] for s in layer_states]) if summarize else None
         return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
 
@@ -160,6 +160,7 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
         attention_mask: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
         recurrent_state: RecurrentState | None = None,
+        overlap: int | None = None,
         return_dict: bool | None = None,
         **kwargs,
     ) -> RecurrentCausalLMOutput | tuple:
@@ -172,6 +173,9 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
             shift is done here), -100 is ignored. With a `recurrent_state`, label 0 is predicted from the previous
             call's last logits, so chunked calls count every token once, like one call.
         recurrent_state (`RecurrentState`, *optional*): the previous call's, to continue the same documents.
+        overlap (`int`, *optional*): read with this overlap instead of `config.overlap` (the baseline of Tables 1-2
+            evaluated at several overlaps; a recurrent model is meant to be read at the overlap it was trained with,
+            §4.2). Pass the same value in every call of one document.
 
         With gradient checkpointing on in training (§3.2), each window is recomputed in the backward pass and only its
         inputs, h_prev and its loss are kept, so memory does not grow with the number of windows beyond those; the
@@ -189,7 +193,9 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
             if labels is not None:
                 labels = labels.masked_fill(~mask, -100)
         state = recurrent_state or RecurrentState()
-        window, overlap = self.config.window_size, self.config.overlap
+        window = self.config.window_size
+        overlap = self.config.overlap if overlap is None else overlap
+        check_overlap(window, overlap)
         stride = window - overlap
         held = state.window_tokens if state.window_tokens is not None else input_ids[:, :0]
         tokens = torch.cat([held, input_ids], dim=1)  # from the start of the current window on
@@ -215,7 +221,7 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
             summarize = end - start == window and self.config.use_recurrence
             targets = shifted[:, start + owned_from:end] if labels is not None else None
             if owned_from < end - start or summarize:
-                step = (tokens[:, start:end], h_prev, owned_from, targets, summarize, not checkpointing)
+                step = (tokens[:, start:end], h_prev, owned_from, targets, summarize, stride, not checkpointing)
                 if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
                     logits, window_loss, next_h_prev = self._gradient_checkpointing_func(self.window_step, *step)
                 else:
