@@ -20,10 +20,12 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import can_return_tuple
+from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_ibert import IBertConfig
 
@@ -89,8 +91,12 @@ class IBertEmbeddings(nn.Module):
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Softmax attention written out, returning its weights. `attention_mask` as transformers' mask utilities make it:
+    additive (eager) or boolean, True where a key is seen (sdpa's mask, when the weights are asked of an sdpa model)."""
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attn_weights = attn_weights.masked_fill(~attention_mask, torch.finfo(attn_weights.dtype).min)
+    elif attention_mask is not None:
         attn_weights = attn_weights + attention_mask
     attn_weights = nn.functional.softmax(attn_weights, dim=-1)
     attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
@@ -206,12 +212,10 @@ class IBertLayer(GradientCheckpointingLayer):
             self.output = IBertOutput(config)
 
     def forward(self, hidden_states, attention_mask=None, lengths=None, output_attentions=False):
-        attention_output, attn_weights = self.attention(hidden_states, attention_mask, output_attentions)
+        attention_output, _ = self.attention(hidden_states, attention_mask, output_attentions)
         if hasattr(self, "recurrent_feed_forward"):
-            layer_output = self.recurrent_feed_forward(attention_output, lengths)
-        else:
-            layer_output = self.output(self.intermediate(attention_output), attention_output)
-        return layer_output, attn_weights
+            return self.recurrent_feed_forward(attention_output, lengths)
+        return self.output(self.intermediate(attention_output), attention_output)
 
 
 class IBertEncoder(nn.Module):
@@ -219,18 +223,10 @@ class IBertEncoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList([IBertLayer(config) for _ in range(config.num_hidden_layers)])
 
-    def forward(self, hidden_states, attention_mask, lengths, output_attentions=False, output_hidden_states=False):
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
+    def forward(self, hidden_states, attention_mask, lengths, output_attentions=False):
         for layer in self.layer:
-            hidden_states, attn_weights = layer(
-                hidden_states, attention_mask, lengths=lengths, output_attentions=output_attentions
-            )
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (attn_weights,)
-        return hidden_states, all_hidden_states, all_attentions
+            hidden_states = layer(hidden_states, attention_mask, lengths=lengths, output_attentions=output_attentions)
+        return hidden_states
 
 
 class IBertPooler(nn.Module):
@@ -265,6 +261,8 @@ class IBertPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _no_split_modules = ["IBertEmbeddings", "IBertLayer"]
+    # recorded by transformers' output capturing: the embeddings and every layer's output, every layer's weights
+    _can_record_outputs = {"hidden_states": IBertLayer, "attentions": IBertSelfAttention}
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -278,12 +276,13 @@ class IBertPreTrainedModel(PreTrainedModel):
                     init.zeros_(param)
 
 
-# what Trainer and tokenizers may pass that these models do not use: accepted and ignored; anything else is an error
-_IGNORED_KWARGS = {"num_items_in_batch", "token_type_ids"}
+# what Trainer and tokenizers may pass that these models do not use, and the recorded outputs' flag (read by
+# `capture_outputs`): accepted; anything else is an error
+_ACCEPTED_KWARGS = {"num_items_in_batch", "token_type_ids", "output_hidden_states"}
 
 
 def _check_kwargs(kwargs: dict, method: str):
-    unknown = sorted(set(kwargs) - _IGNORED_KWARGS)
+    unknown = sorted(set(kwargs) - _ACCEPTED_KWARGS)
     if unknown:
         raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
 
@@ -351,46 +350,31 @@ class IBertModel(IBertPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
-    @can_return_tuple
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling | tuple:
         r"""
         input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): token ids, right-padded.
         attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`): 1 for real tokens, 0 for padding.
             It sets the lengths the recurrent layer runs over and masks padded keys in every attention layer.
+        output_attentions, output_hidden_states (`bool`, *optional*): return every layer's attention weights (computed
+            by the eager path) and the embeddings and every layer's output (default: the config's).
         """
         _check_kwargs(kwargs, "IBertModel.forward")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
         _, _, lengths = _check_inputs(self.config, input_ids, inputs_embeds, attention_mask)
 
         hidden_states = self.embeddings(input_ids=input_ids, inputs_embeds=inputs_embeds, lengths=lengths)
-        extended_mask = None
-        if attention_mask is not None:
-            # (batch, 1, 1, keys): 0 where a key is real, the dtype's minimum where it is padding.
-            extended_mask = (1.0 - attention_mask[:, None, None, :].to(hidden_states.dtype)) * torch.finfo(
-                hidden_states.dtype
-            ).min
-        sequence_output, all_hidden_states, all_attentions = self.encoder(
-            hidden_states, extended_mask, lengths, output_attentions, output_hidden_states
-        )
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        sequence_output = self.encoder(hidden_states, mask, lengths, output_attentions)
         pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
-        output = BaseModelOutputWithPooling(
-            last_hidden_state=sequence_output,
-            pooler_output=pooled_output,
-            hidden_states=all_hidden_states,
-            attentions=all_attentions,
-        )
-        return output
+        return BaseModelOutputWithPooling(last_hidden_state=sequence_output, pooler_output=pooled_output)
 
 
 class IBertForMaskedLM(IBertPreTrainedModel):
@@ -432,13 +416,13 @@ class IBertForMaskedLM(IBertPreTrainedModel):
             expected = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
             if tuple(labels.shape) != expected:
                 raise ValueError(f"labels have shape {tuple(labels.shape)}, expected the input shape {expected}.")
-        outputs = self.ibert(
+        flags = {"output_attentions": output_attentions, "output_hidden_states": output_hidden_states}
+        outputs = self.ibert(  # unset flags: the config's, as capture_outputs reads it
             input_ids,
             attention_mask=attention_mask,
             inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
             return_dict=True,
+            **{flag: value for flag, value in flags.items() if value is not None},
         )
         logits = self.cls(outputs.last_hidden_state)
         loss = None
@@ -484,13 +468,13 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
             `num_labels == 1` (regression) or `(batch_size, num_labels)` for `problem_type="multi_label_classification"`.
         """
         _check_kwargs(kwargs, "IBertForSequenceClassification.forward")
-        outputs = self.ibert(
+        flags = {"output_attentions": output_attentions, "output_hidden_states": output_hidden_states}
+        outputs = self.ibert(  # unset flags: the config's, as capture_outputs reads it
             input_ids,
             attention_mask=attention_mask,
             inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
             return_dict=True,
+            **{flag: value for flag, value in flags.items() if value is not None},
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
         loss = None

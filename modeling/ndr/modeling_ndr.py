@@ -26,6 +26,7 @@ from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput, can_return_tuple
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_ndr import NDRConfig
 from .geometric_attention import geometric_attention, geometric_attention_weights, geometric_logits
@@ -37,7 +38,11 @@ class NDRModelOutput(ModelOutput):
     last_hidden_state: `(batch, length, hidden)` states after the last step.
     hidden_states: with `output_hidden_states`, the embeddings and the state after every step.
     attentions: with `output_attentions`, per step the `(batch, heads, length, length)` attention weights.
-    gates: with `output_gates`, per step the `(batch, length, hidden)` copy-gate activations g (Eq. 5.3).
+    gates: with `output_gates`, per step the `(batch, length, hidden)` copy-gate activations g (Eq. 5.3); empty
+        without the copy gate.
+
+    The three tuples are recorded by transformers' output capturing (`_can_record_outputs`) from the shared layer's
+    calls, one entry per step.
     """
 
     last_hidden_state: torch.Tensor | None = None
@@ -215,6 +220,13 @@ class NDRPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _no_split_modules = ["NDRLayer"]
+    # recorded at every call of the shared layer: its input the first time, then each step's output (hidden states),
+    # its attention weights when asked for, and its copy gates
+    _can_record_outputs = {
+        "hidden_states": NDRLayer,
+        "attentions": NDRAttention,
+        "gates": OutputRecorder(NDRLayer, index=2),
+    }
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -239,12 +251,13 @@ class NDRPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.position_query_bias)
 
 
-# what Trainer and tokenizers may pass that these models do not use: accepted and ignored; anything else is an error
-_IGNORED_KWARGS = {"num_items_in_batch", "token_type_ids"}
+# what Trainer and tokenizers may pass that these models do not use, and the recorded outputs' flags (read by
+# `capture_outputs`): accepted; anything else is an error
+_ACCEPTED_KWARGS = {"num_items_in_batch", "token_type_ids", "output_hidden_states", "output_gates"}
 
 
 def _check_kwargs(kwargs: dict, method: str):
-    unknown = sorted(set(kwargs) - _IGNORED_KWARGS)
+    unknown = sorted(set(kwargs) - _ACCEPTED_KWARGS)
     if unknown:
         raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
 
@@ -307,7 +320,7 @@ class NDRModel(NDRPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings = value
 
-    @can_return_tuple
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -315,20 +328,16 @@ class NDRModel(NDRPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         num_steps: int | None = None,
         output_attentions: bool | None = None,
-        output_gates: bool | None = None,
-        output_hidden_states: bool | None = None,
         **kwargs,
     ) -> NDRModelOutput | tuple:
         r"""
         num_steps (`int`, *optional*): steps of the shared layer for this call; default `config.num_steps`, else
             `config.num_layers`. More steps than in training let a model go deeper at test time (appendix D.3.1).
-        output_gates (`bool`, *optional*): return the copy-gate activations of every step.
+        output_attentions, output_hidden_states, output_gates (`bool`, *optional*): return the attention weights,
+            the states and the copy-gate activations of every step (default: the config's `output_*`).
         """
         _check_kwargs(kwargs, "NDRModel.forward")
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
         steps = num_steps if num_steps is not None else (self.config.num_steps or self.config.num_layers)
         if steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {steps}")
@@ -339,23 +348,11 @@ class NDRModel(NDRPreTrainedModel):
         if self.config.position_encoding == "absolute":
             positions = torch.arange(hidden_states.shape[1], device=hidden_states.device)
             hidden_states = hidden_states + sinusoidal_embeddings(positions, self.config.hidden_size).to(hidden_states.dtype)
-        all_hidden_states = (hidden_states,) if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        all_gates = () if output_gates else None
         for _ in range(steps):
-            hidden_states, weights, gates = self.layer(
+            hidden_states = self.layer(
                 hidden_states, key_padding_mask=key_padding_mask, output_attentions=bool(output_attentions)
-            )
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            if output_attentions:
-                all_attentions += (weights,)
-            if output_gates and gates is not None:
-                all_gates += (gates,)
-        output = NDRModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions, gates=all_gates
-        )
-        return output
+            )[0]
+        return NDRModelOutput(last_hidden_state=hidden_states)
 
 
 class NDRForSequenceClassification(NDRPreTrainedModel):
@@ -402,15 +399,15 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         labels (`torch.LongTensor` of shape `(batch_size,)`): class ids in `[0, num_labels)`.
         """
         _check_kwargs(kwargs, "NDRForSequenceClassification.forward")
+        flags = {"output_attentions": output_attentions, "output_gates": output_gates,
+                 "output_hidden_states": output_hidden_states}  # unset ones: the config's, as capture_outputs reads it
         outputs = self.ndr(
             input_ids,
             attention_mask=attention_mask,
             inputs_embeds=inputs_embeds,
             num_steps=num_steps,
-            output_attentions=output_attentions,
-            output_gates=output_gates,
-            output_hidden_states=output_hidden_states,
             return_dict=True,
+            **{flag: value for flag, value in flags.items() if value is not None},
         )
         hidden_states = outputs.last_hidden_state
         batch_size, seq_len = hidden_states.shape[:2]

@@ -23,7 +23,13 @@ from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
 from transformers.utils import ModelOutput
 
 from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig, check_overlap
-from .recurrence_module import RecurrenceModule, WindowRecurrenceMixin, check_attention_mask, check_input_ids
+from .recurrence_module import (
+    RecurrenceModule,
+    WindowRecurrenceMixin,
+    check_attention_mask,
+    check_input_ids,
+    values_are_free,
+)
 
 
 @dataclass
@@ -188,7 +194,7 @@ class GPT2WithRecurrence(WindowRecurrenceMixin, GPT2PreTrainedModel, GenerationM
         check_attention_mask(attention_mask, input_ids)
         if attention_mask is not None:
             mask = attention_mask.bool()
-            if (mask[:, 1:] & ~mask[:, :-1]).any():
+            if values_are_free(mask) and (mask[:, 1:] & ~mask[:, :-1]).any():
                 raise ValueError("attention_mask must be 1s then 0s in every row: pad documents on the right.")
             if labels is not None:
                 labels = labels.masked_fill(~mask, -100)
