@@ -21,6 +21,7 @@ from .listops import ListOps
 from .nsp_inductive import NSPInductive
 from .ptb_inductive import PTBInductive
 from .simple_arithmetic import SimpleArithmetic
+from .subject_verb_agreement import SubjectVerbAgreement
 
 BUILDERS = {
     "nsp_inductive": NSPInductive,
@@ -29,6 +30,7 @@ BUILDERS = {
     "simple_arithmetic": SimpleArithmetic,
     "listops": ListOps,
     "chomsky_hierarchy": ChomskyHierarchy,
+    "subject_verb_agreement": SubjectVerbAgreement,
 }
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Train and evaluate a sequence classifier (the NDR or its baselines) on a depth-split task.
+"""Train and evaluate a sequence classifier (the NDR or its baselines, the Universal Transformer, the LSTM, any
+Auto classifier) on a depth- or length-split task, alone or distilled from a teacher.
 
     python examples/run_classification.py --config_name hub_configs/ndr-ctl \
         --dataset_name ctl --dataset_config_name forward --output_dir outputs/ndr-ctl --do_train --do_eval
@@ -11,9 +12,14 @@ generating parameters with `--dataset_param KEY=VALUE`), an exported folder or a
 word-level one over the training inputs that frames every sequence with begin ([CLS]) and end ([SEP]) tokens; the
 classes are the training targets.
 
-Every split other than `train` is evaluated, with accuracy overall and per difficulty (depth). `--num_steps`
-runs the shared layer for more steps at evaluation than in training (the thesis trains ListOps with 20, tests
-with 24).
+Every split other than `train` is evaluated, with accuracy and expected calibration error (ECE) overall and per
+difficulty (depth). `--num_steps` runs the shared layer for more steps at evaluation than in training (the thesis
+trains ListOps with 20, tests with 24).
+
+Distillation (`lengthgen.training.distillation`): `--teacher_model_name_or_path` a trained classifier of the same
+classes; the loss is r T^2 KL(teacher_T || student_T) + (1 - r) CE (`--distillation_weight` r, default 0.9;
+`--distillation_temperature` T, default 1: Abnar et al.'s LSTM -> Transformer setting). The teacher's logits on the
+training inputs are computed once (`--teacher_logits_cache FILE.npy` keeps them between runs).
 """
 
 import inspect
@@ -27,6 +33,7 @@ import evaluate
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 import transformers
 from lengthgen.cli import UsageError, run_command
+from lengthgen.data.calibration import calibration_metrics
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
 from lengthgen.release import record_evaluation, record_run
@@ -35,14 +42,10 @@ from lengthgen.training.models import (
     classifier_tokenizer_and_labels,
     load_classifier,
 )
+from lengthgen.training.distillation import ClassificationTrainer, DistillationArguments, teacher_logits
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 from lengthgen.training.scripts import upload_output_dir
-from transformers import (
-    DataCollatorWithPadding,
-    HfArgumentParser,
-    Trainer,
-    set_seed,
-)
+from transformers import DataCollatorWithPadding, HfArgumentParser, set_seed
 from transformers.trainer_utils import get_last_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -71,20 +74,9 @@ class DataArguments:
     )
 
 
-class NumStepsTrainer(Trainer):
-    """A Trainer whose predictions pass `num_steps`, when set, to the model's forward (the NDR's steps at evaluation);
-    the model's config is left as it is."""
-
-    num_steps: int | None = None
-
-    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
-        if self.num_steps is not None:
-            inputs = {**inputs, "num_steps": self.num_steps}
-        return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
-
-
 def make_compute_metrics(difficulties):
-    """Accuracy overall and per difficulty: a one-token 'span' per example in the masked-span metric."""
+    """Accuracy overall and per difficulty (a one-token 'span' per example in the masked-span metric), and the
+    expected calibration error of the softmax probabilities overall and per difficulty (`ece`, `ece_d<depth>`)."""
     metric = evaluate.load(MASKED_SPAN_ACCURACY)
 
     def compute_metrics(eval_prediction):
@@ -96,17 +88,19 @@ def make_compute_metrics(difficulties):
             difficulties=difficulties[: len(predicted)],
         )
         metrics = flatten_metrics(result)
-        return {k.replace("sequence_accuracy", "accuracy"): v for k, v in metrics.items() if "token_" not in k}
+        metrics = {k.replace("sequence_accuracy", "accuracy"): v for k, v in metrics.items() if "token_" not in k}
+        return {**metrics, **calibration_metrics(eval_prediction.predictions, references,
+                                                 difficulties[: len(predicted)])}
 
     return compute_metrics
 
 
 def main(argv=None):
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments))
+    parser = HfArgumentParser((ModelArguments, DataArguments, DistillationArguments, TrainingArguments))
     if argv is None and len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
+        model_args, data_args, distill_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
     else:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+        model_args, data_args, distill_args, training_args = parser.parse_args_into_dataclasses(args=argv)
     if not training_args.report_to or training_args.report_to in ("none", ["none"]):
         training_args.report_to = ["tensorboard"]
     if training_args.ddp_find_unused_parameters is None:
@@ -152,12 +146,17 @@ def main(argv=None):
         eval_sets = {n: d.select(range(min(data_args.max_eval_samples, len(d)))) for n, d in eval_sets.items()}
     with training_args.main_process_first(desc="tokenization"):
         train_dataset = featurize(splits["train"], data_args.max_train_samples) if training_args.do_train else None
+        if train_dataset is not None and distill_args.teacher_model_name_or_path:  # the teacher's logits, once
+            inputs = splits["train"]["input"][: len(train_dataset)]
+            logits = teacher_logits(distill_args.teacher_model_name_or_path, inputs, labels,
+                                    distill_args.teacher_logits_cache, trust_remote_code=model_args.trust_remote_code)
+            train_dataset = train_dataset.add_column("teacher_logits", logits.tolist())
         eval_features = {name: featurize(dataset) for name, dataset in eval_sets.items()}
     first_eval = data_args.eval_split or ("validation" if "validation" in eval_sets else next(iter(eval_sets), None))
     if first_eval is not None and first_eval not in eval_sets:
         raise ValueError(f"--eval_split {first_eval!r} is not an evaluation split; the dataset has {sorted(eval_sets)}.")
 
-    trainer = NumStepsTrainer(
+    trainer = ClassificationTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
@@ -166,6 +165,8 @@ def main(argv=None):
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=make_compute_metrics(eval_sets[first_eval]["difficulty"]) if first_eval else None,
         callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else None,
+        temperature=distill_args.distillation_temperature,
+        distillation_weight=distill_args.distillation_weight,
     )
 
     all_metrics = {}

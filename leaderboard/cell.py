@@ -81,6 +81,11 @@ def check_model_takes_task(model_name: str, prepared: PreparedTask) -> None:
         ) from error
 
 
+def top_label(logits, labels):
+    """Per position the predicted token and its probability (what accuracy and calibration need of the logits)."""
+    return torch.stack([logits.argmax(-1).to(logits.dtype), logits.softmax(-1).amax(-1)], dim=-1)
+
+
 def run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget) -> dict:
     """Train `model_name` on the task's train split and evaluate every other split; the cell's results dict."""
     with tempfile.TemporaryDirectory() as work_dir:  # Trainer wants an output folder; nothing in it is kept
@@ -118,7 +123,7 @@ def _run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget
         args=args,
         train_dataset=prepared.train.remove_columns("difficulty"),
         data_collator=DataCollatorForTokenClassification(tokenizer),  # pads inputs, labels with -100
-        preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1),
+        preprocess_logits_for_metrics=top_label,
     )
     trainer.remove_callback(PrinterCallback)  # the losses go to the JSON, not to the terminal
     start = time.perf_counter()
@@ -131,7 +136,8 @@ def _run_cell(model_name: str, prepared: PreparedTask, seed: int, budget: Budget
     for name, dataset in prepared.eval_sets.items():
         ordered = dataset.select(np.argsort(dataset["difficulty"], kind="stable"))  # similar lengths share a batch
         output = trainer.predict(ordered.remove_columns("difficulty"))
-        accuracies = accuracy_by_difficulty(output.predictions, output.label_ids, ordered["difficulty"])
+        predicted, confidence = output.predictions[..., 0].astype(np.int64), output.predictions[..., 1]
+        accuracies = accuracy_by_difficulty(predicted, output.label_ids, ordered["difficulty"], confidence)
         by_split[name] = {str(d): values for d, values in accuracies.items()}
     eval_seconds = time.perf_counter() - start
 

@@ -1,7 +1,7 @@
 """How every model reads a task: the input, a separator and one [MASK] slot per answer token; labels at the slots."""
 
 import numpy as np
-
+from lengthgen.data.calibration import expected_calibration_error
 from lengthgen.data.nsp import MASK
 from lengthgen.data.tokenization import word_tokenizer
 
@@ -39,17 +39,26 @@ def encode(dataset, tokenizer):
     return dataset.map(encode_batch, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep])
 
 
-def accuracy_by_difficulty(predicted, labels, difficulties) -> dict[int, dict[str, float]]:
-    """Per difficulty: sequence accuracy (all answer tokens right) and token accuracy (fraction right, averaged
-    over examples)."""
+def accuracy_by_difficulty(predicted, labels, difficulties, confidences=None) -> dict[int, dict[str, float]]:
+    """Per difficulty: sequence accuracy (all answer tokens right), token accuracy (fraction right, averaged over
+    examples) and, given each prediction's top-label probability (`confidences`, shaped like `predicted`), the
+    expected calibration error over the answer tokens (`ece`, 10 bins)."""
     sums: dict[int, list[float]] = {}
-    for prediction, label, difficulty in zip(predicted, labels, difficulties):
+    tokens: dict[int, tuple[list, list]] = {}
+    for row, (prediction, label, difficulty) in enumerate(zip(predicted, labels, difficulties)):
         slots = np.asarray(label) != -100
         right = np.asarray(prediction)[slots] == np.asarray(label)[slots]
         entry = sums.setdefault(int(difficulty), [0.0, 0.0, 0])
         entry[0] += float(right.all())
         entry[1] += float(right.mean())
         entry[2] += 1
-    return {
+        if confidences is not None:
+            confidence, correct = tokens.setdefault(int(difficulty), ([], []))
+            confidence.extend(np.asarray(confidences[row])[slots].tolist())
+            correct.extend(right.tolist())
+    table = {
         d: {"sequence_accuracy": s / n, "token_accuracy": t / n, "examples": n} for d, (s, t, n) in sorted(sums.items())
     }
+    for d, (confidence, correct) in tokens.items():
+        table[d]["ece"] = expected_calibration_error(confidence, correct)
+    return table

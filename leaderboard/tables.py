@@ -2,7 +2,9 @@
 
 `leaderboard.md` and `leaderboard.csv`: per task and model, the score (mean accuracy over the difficulties above the
 training range, as Delétang et al. score) of the best and the median seed, the fit (accuracy on a sample of training
-examples, median seed), and the cells that failed with their error. `accuracy_by_length.csv`: every cell's accuracy at every difficulty.
+examples, median seed), the expected calibration error of the answer tokens over the same difficulties as the score
+(median seed), and the cells that failed with their error. `accuracy_by_length.csv`: every cell's accuracy and ECE
+at every difficulty.
 `plots/<task>.png`: accuracy against difficulty, a line per model (median over seeds, the band from the worst to
 the best seed), the training range shaded.
 """
@@ -36,17 +38,28 @@ def curve(cell: dict) -> dict[int, float]:
     }
 
 
+def calibration(cell: dict) -> float | None:
+    """Mean expected calibration error over the scored difficulties (None for cells written before ECE was kept)."""
+    scored = {str(d) for d in cell["score_difficulties"]}
+    values = [v["ece"] for split, table in cell["accuracy"].items() if split != "train_sample"
+              for d, v in table.items() if d in scored and "ece" in v]
+    return statistics.fmean(values) if values else None
+
+
 def summarize(cells: list[dict]) -> list[dict]:
     """One row per (task, model): best and median seed score, seeds, failures, in that order of tasks and models."""
     rows = {}
     for cell in cells:
         row = rows.setdefault(
             (cell["task"], cell["model"]),
-            {"task": cell["task"], "model": cell["model"], "scores": [], "fit": [], "failed": [], "metric": None},
+            {"task": cell["task"], "model": cell["model"], "scores": [], "fit": [], "ece": [], "failed": [],
+             "metric": None},
         )
         if cell["status"] == "ok":
             row["scores"].append(cell["score"])
             row["fit"].append(fit(cell))
+            if calibration(cell) is not None:
+                row["ece"].append(calibration(cell))
             row["metric"] = cell["metric"]
         else:
             row["failed"].append(f"seed {cell['seed']}: {cell['error']}")
@@ -59,6 +72,7 @@ def summarize(cells: list[dict]) -> list[dict]:
                 "best": max(scores) if scores else None,
                 "median": statistics.median(scores) if scores else None,
                 "fit_median": statistics.median(row["fit"]) if row["fit"] else None,
+                "ece_median": statistics.median(row["ece"]) if row["ece"] else None,
                 "seeds": len(row["scores"]),
             }
         )
@@ -104,27 +118,29 @@ def write_leaderboard(output_dir: str) -> str:
     with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["task", "model", "metric", "score_best_seed", "score_median_seed", "fit_median_seed",
-                         "seeds", "failed"])
+                         "ece_median_seed", "seeds", "failed"])
         for r in summary:
             writer.writerow([r["task"], r["model"], r["metric"], _format(r["best"]), _format(r["median"]),
-                             _format(r["fit_median"]), r["seeds"], " | ".join(r["failed"])])
+                             _format(r["fit_median"]), _format(r["ece_median"]), r["seeds"], " | ".join(r["failed"])])
     with open(os.path.join(output_dir, "accuracy_by_length.csv"), "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["task", "model", "seed", "split", "difficulty", "sequence_accuracy", "token_accuracy", "examples"])
+        writer.writerow(["task", "model", "seed", "split", "difficulty", "sequence_accuracy", "token_accuracy", "ece",
+                         "examples"])
         for c in cells:
             if c["status"] != "ok":
                 continue
             for split, values in c["accuracy"].items():
                 for d, v in sorted(values.items(), key=lambda item: int(item[0])):
                     writer.writerow([c["task"], c["model"], c["seed"], split, d, f"{v['sequence_accuracy']:.4f}",
-                                     f"{v['token_accuracy']:.4f}", v["examples"]])
+                                     f"{v['token_accuracy']:.4f}", _format(v.get("ece")), v["examples"]])
 
     os.makedirs(os.path.join(output_dir, "plots"), exist_ok=True)
     lines = [
         "# Length-generalization leaderboard",
         "",
         "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score). Fit: the",
-        "accuracy on a sample of training examples. Median and best over the seeds.",
+        "accuracy on a sample of training examples. ECE: the expected calibration error of the answer tokens (10",
+        "equal-width bins of the top-label probability) over the score's difficulties. Median and best over the seeds.",
         "",
     ]
     budgets = {json.dumps(c["budget"], sort_keys=True): c["budget"] for c in cells if c["status"] == "ok"}
@@ -151,12 +167,12 @@ def write_leaderboard(output_dir: str) -> str:
                 f"![{task}](plots/{plot_name})",
                 "",
             ]
-        lines += ["| model | score, median seed | score, best seed | fit, median seed | seeds | failed |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += ["| model | score, median seed | score, best seed | fit, median seed | ECE, median seed | seeds | failed |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
             failed = "; ".join(f.replace("|", "/") for f in r["failed"])
             lines.append(f"| {r['model']} | {_format(r['median'])} | {_format(r['best'])} | "
-                         f"{_format(r['fit_median'])} | {r['seeds']} | {failed} |")
+                         f"{_format(r['fit_median'])} | {_format(r['ece_median'])} | {r['seeds']} | {failed} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")
     with open(path, "w") as f:

@@ -10,6 +10,7 @@ from transformers import (
 )
 
 from .ibert import IBertConfig, IBertForMaskedLM, IBertForSequenceClassification, IBertModel, IBertPreTrainedModel
+from .lstm import LSTMClassifierConfig, LSTMForSequenceClassification, LSTMPreTrainedModel
 from .ndr import (
     NDRConfig,
     NDRForSequenceClassification,
@@ -27,6 +28,12 @@ from .recurrence import (
     check_overlap,
 )
 from .recurrence.flops import flops_per_token
+from .universal_transformer import (
+    UniversalTransformerConfig,
+    UniversalTransformerForSequenceClassification,
+    UniversalTransformerModel,
+    UniversalTransformerPreTrainedModel,
+)
 
 for config_class, model_classes in (
     (IBertConfig, {AutoModel: IBertModel, AutoModelForMaskedLM: IBertForMaskedLM,
@@ -34,6 +41,9 @@ for config_class, model_classes in (
     (NDRConfig, {AutoModel: NDRModel, AutoModelForSequenceClassification: NDRForSequenceClassification}),
     (GPT2WithRecurrenceConfig, {AutoModelForCausalLM: GPT2WithRecurrence}),
     (RobertaWithRecurrenceConfig, {AutoModelForQuestionAnswering: RobertaWithRecurrenceForQuestionAnswering}),
+    (LSTMClassifierConfig, {AutoModelForSequenceClassification: LSTMForSequenceClassification}),
+    (UniversalTransformerConfig, {AutoModel: UniversalTransformerModel,
+                                  AutoModelForSequenceClassification: UniversalTransformerForSequenceClassification}),
 ):
     AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     for auto_class, model_class in model_classes.items():
@@ -47,6 +57,9 @@ __all__ = [
     "IBertForSequenceClassification",
     "IBertModel",
     "IBertPreTrainedModel",
+    "LSTMClassifierConfig",
+    "LSTMForSequenceClassification",
+    "LSTMPreTrainedModel",
     "NDRConfig",
     "NDRForSequenceClassification",
     "NDRModel",
@@ -54,6 +67,10 @@ __all__ = [
     "RecurrentState",
     "RobertaWithRecurrenceConfig",
     "RobertaWithRecurrenceForQuestionAnswering",
+    "UniversalTransformerConfig",
+    "UniversalTransformerForSequenceClassification",
+    "UniversalTransformerModel",
+    "UniversalTransformerPreTrainedModel",
     "check_overlap",
     "flops_per_token",
     "geometric_attention",

@@ -32,6 +32,11 @@ def test_accuracy_by_difficulty_by_hand():
     result = leaderboard.accuracy_by_difficulty(predicted, labels, [3, 3, 4])
     assert result[3] == {"sequence_accuracy": 0.5, "token_accuracy": 0.75, "examples": 2}  # (1 + 0) / 2, (1 + .5) / 2
     assert result[4] == {"sequence_accuracy": 0.0, "token_accuracy": 0.0, "examples": 1}
+    # with the top-label probabilities: difficulty 3 has answer tokens at 0.9, 0.8, 0.7 (right) and 0.6 (wrong), each
+    # alone in its bin: ECE = (0.1 + 0.2 + 0.3 + 0.6) / 4; difficulty 4 one wrong token at 0.55
+    confidences = [[0, 0.9, 0.8, 0], [0, 0.7, 0.6, 0], [0, 0.55, 0, 0]]
+    result = leaderboard.accuracy_by_difficulty(predicted, labels, [3, 3, 4], confidences)
+    assert result[3]["ece"] == pytest.approx(0.3) and result[4]["ece"] == pytest.approx(0.55)
 
 
 @pytest.mark.parametrize("name", list(leaderboard.MODELS))
@@ -40,7 +45,8 @@ def test_presets_share_the_budget_and_causal_ones_do_not_look_ahead(name):
     config = leaderboard.resolve_model_config(name)
     if config is not None:
         assert config.hidden_size == leaderboard.WIDTH and config.num_attention_heads == leaderboard.HEADS
-        layers = config.num_layers if name == "ndr" else config.num_hidden_layers
+        shared = config.model_type in ("ndr", "universal_transformer")  # one layer, num_layers steps
+        layers = config.num_layers if shared else config.num_hidden_layers
         assert layers == (12 if name == "ndr" else leaderboard.LAYERS)  # the NDR: 12 steps of its one layer
     ids = torch.randint(5, 12, (2, 9))
     changed = ids.clone()
@@ -50,7 +56,7 @@ def test_presets_share_the_budget_and_causal_ones_do_not_look_ahead(name):
         after = model(input_ids=changed, attention_mask=torch.ones_like(ids)).logits
     assert before.shape == (2, 9, 12)
     looks_ahead = not torch.allclose(before[:, :6], after[:, :6], atol=1e-6)
-    assert looks_ahead == (name not in ("rope", "alibi", "lstm"))
+    assert looks_ahead == (name not in ("rope", "alibi", "lstm", "sequential_universal_transformer"))
 
 
 def read_csv(path):

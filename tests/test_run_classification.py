@@ -57,6 +57,8 @@ def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, m
     for d in (6, 7, 8):
         assert 0 <= metrics[f"eval_validation_accuracy_d{d}"] <= 1
     assert {"eval_test_accuracy_d9", "eval_test_accuracy_d10", "eval_validation_iid_accuracy"} <= set(metrics)
+    calibration = {"eval_test_ece", "eval_test_ece_d9", "eval_test_ece_d10", "eval_validation_ece_d6"}
+    assert calibration <= set(metrics) and all(0 <= metrics[key] <= 1 for key in calibration)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["num_steps"] is None and saved["num_layers"] == 4 and saved["id2label"]["0"] == "000"
     assert "| validation | 6 |" in (tmp_path / "README.md").read_text()

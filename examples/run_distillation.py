@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Distill a teacher into a student and compare: the teacher, the distilled student and the same student trained
+alone (same budget, same seed), each with accuracy and expected calibration error per difficulty.
+
+    python examples/run_distillation.py --teacher outputs/lstm-agreement \
+        --student_config hub_configs/ndr-ctl --student_overrides attention_type=softmax,copy_gate=False \
+        --dataset_name subject_verb_agreement --dataset_config_name attractors --output_dir outputs/distill \
+        -- --max_steps 2000 --per_device_train_batch_size 64 --learning_rate 5e-4
+
+Everything after `--` goes to both students' `examples/run_classification.py` runs (their training arguments). The
+three runs are `examples/run_classification.py` processes (the teacher evaluated as it is; the students trained with
+and without `--teacher_model_name_or_path`), logged to OUTPUT_DIR/*.log; the comparison is written to
+OUTPUT_DIR/distillation.json and distillation.md. The distillation loss is r T^2 KL(teacher_T || student_T) +
+(1 - r) CE (Hinton et al. 2015; Abnar, Dehghani and Zuidema 2020 use T = 1, r = 0.9 for LSTM -> Transformer).
+"""
+
+import argparse
+import json
+import os
+
+from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.release import accuracy_tables
+from lengthgen.training.scripts import run_script
+
+CLASSIFICATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_classification.py")
+
+
+def calibration_tables(metrics: dict) -> dict:
+    """{split: {"all" or difficulty: ECE}} from run_classification's `eval_<split>_ece[_d<difficulty>]`."""
+    tables = {}
+    for key, value in metrics.items():
+        split, found, rest = key[len("eval_"):].partition("_ece")
+        if key.startswith("eval_") and found and (rest == "" or rest[2:].isdigit()):
+            tables.setdefault(split, {})["all" if rest == "" else rest[2:]] = value
+    return tables
+
+
+def markdown(results: dict) -> str:
+    runs = list(results)
+    splits = sorted({s for r in results.values() for s in r["accuracy"]})
+    lines = ["| split | difficulty | " + " | ".join(f"{r} accuracy | {r} ECE" for r in runs) + " |",
+             "| --- | --- | " + " | ".join("--- | ---" for _ in runs) + " |"]
+    for split in splits:
+        keys = sorted({d for r in results.values() for d in r["accuracy"].get(split, {})},
+                      key=lambda d: (d != "all", int(d) if d.isdigit() else 0))
+        for d in keys:
+            cells = [f"{results[r]['accuracy'].get(split, {}).get(d, float('nan')):.3f} | "
+                     f"{results[r]['ece'].get(split, {}).get(d, float('nan')):.3f}" for r in runs]
+            lines.append(f"| {split} | {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--teacher", required=True, help="a trained classifier: folder or Hub id")
+    parser.add_argument("--student_config", required=True, help="the student's config folder (hub_configs/...)")
+    parser.add_argument("--student_overrides", default="", help="config fields: 'hidden_size=64,num_layers=4'")
+    parser.add_argument("--dataset_name", required=True)
+    parser.add_argument("--dataset_config_name")
+    parser.add_argument("--dataset_param", nargs="*", default=[], help="KEY=VALUE generating parameters")
+    parser.add_argument("--temperature", type=float, default=1.0, help="T (default 1)")
+    parser.add_argument("--weight", type=float, default=0.9, help="r (default 0.9)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads of each run")
+    argv = list(argv) if argv is not None else None
+    args, training = parser.parse_known_args(argv)
+    training = [a for a in training if a != "--"]
+    local_path_or_hub_id(args.teacher, "--teacher")
+    if not os.path.isdir(args.student_config):
+        raise UsageError(f"--student_config: no such folder: {args.student_config}")
+    for flag in ("--output_dir", "--seed", "--teacher_model_name_or_path", "--do_train", "--do_eval"):
+        if flag in training:
+            raise UsageError(f"{flag} is set by this script; pass it before `--` as this script's argument.")
+    data = ["--dataset_name", args.dataset_name]
+    data += ["--dataset_config_name", args.dataset_config_name] if args.dataset_config_name else []
+    data += ["--dataset_param", *args.dataset_param] if args.dataset_param else []
+    student = ["--config_name", args.student_config, "--seed", str(args.seed), "--do_train", "--do_eval", *training]
+    student += ["--config_overrides", args.student_overrides] if args.student_overrides else []
+    runs = {
+        "teacher": ["--model_name_or_path", args.teacher, "--do_eval"],
+        "distilled": [*student, "--teacher_model_name_or_path", args.teacher, "--distillation_temperature",
+                      str(args.temperature), "--distillation_weight", str(args.weight),
+                      "--teacher_logits_cache", os.path.join(args.output_dir, "teacher_logits.npy")],
+        "alone": student,
+    }
+    results = {}
+    for name, arguments in runs.items():
+        output_dir = os.path.join(args.output_dir, name)
+        print(f"{name}: examples/run_classification.py -> {output_dir}", flush=True)
+        metrics = run_script(CLASSIFICATION, [*arguments, *data, "--output_dir", output_dir],
+                             os.path.join(args.output_dir, f"{name}.log"), threads=args.threads)
+        results[name] = {"accuracy": accuracy_tables(metrics), "ece": calibration_tables(metrics)}
+    with open(os.path.join(args.output_dir, "distillation.json"), "w") as f:
+        json.dump({"teacher": args.teacher, "temperature": args.temperature, "weight": args.weight,
+                   "seed": args.seed, "training_arguments": training, "results": results}, f, indent=2)
+    table = markdown(results)
+    with open(os.path.join(args.output_dir, "distillation.md"), "w") as f:
+        f.write(table)
+    print(table)
+    return results
+
+
+if __name__ == "__main__":
+    run_command(main, "run_distillation.py")  # a mistake: one line, exit status 2 (--debug: the traceback)

@@ -1,0 +1,113 @@
+"""PyTorch LSTM classifier: the recurrent model of the recurrent-inductive-bias study (Abnar, Dehghani and Zuidema,
+"Transferring Inductive Biases through Knowledge Distillation", 2020), as a `PreTrainedModel` with the interface of
+the library's other classifiers.
+
+Token embeddings -> an `num_layers` LSTM read left to right -> the state at the last real token -> a linear
+classifier. Right padding never reaches a real position (the LSTM reads left to right and stops being read there).
+
+This file imports only torch, transformers and its own folder, so checkpoints load with `trust_remote_code=True`.
+"""
+
+import os
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import SequenceClassifierOutput
+from transformers.utils import can_return_tuple
+
+from .configuration_lstm import LSTMClassifierConfig
+
+
+def _values_are_free(tensor: torch.Tensor) -> bool:
+    """Value checks run on the CPU; on an accelerator (a host-device sync each) only with LENGTHGEN_CHECK_INPUTS=1."""
+    if torch.compiler.is_compiling():
+        return False
+    return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
+
+
+class LSTMPreTrainedModel(PreTrainedModel):
+    config_class = LSTMClassifierConfig
+    base_model_prefix = "lstm"
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Embeddings and the classifier ~ N(0, initializer_range), zero bias; the LSTM keeps PyTorch's
+        U(-1/sqrt(d), 1/sqrt(d)), re-drawn here so that `from_config` with a seed is reproducible."""
+        if isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+        elif isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=self.config.initializer_range)
+            init.zeros_(module.bias)
+        elif isinstance(module, nn.LSTM):
+            bound = self.config.hidden_size**-0.5
+            for parameter in module.parameters():
+                init.uniform_(parameter, -bound, bound)
+
+
+class LSTMForSequenceClassification(LSTMPreTrainedModel):
+    """An LSTM classifying from its state at the last real token."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: LSTMClassifierConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.lstm = nn.LSTM(config.hidden_size, config.hidden_size, num_layers=config.num_layers, batch_first=True,
+                            dropout=config.hidden_dropout_prob if config.num_layers > 1 else 0.0)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): token ids, right-padded.
+        attention_mask (`torch.Tensor` of the same shape, *optional*): 1 for real tokens, 0 for padding.
+        labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*): class ids in `[0, num_labels)`.
+        output_hidden_states (`bool`, *optional*): return the embeddings and the last layer's states.
+        """
+        unknown = sorted(set(kwargs) - {"num_items_in_batch", "token_type_ids"})
+        if unknown:
+            raise TypeError(f"LSTMForSequenceClassification.forward() got unexpected keyword argument(s) "
+                            f"{', '.join(unknown)}.")
+        if input_ids is None or input_ids.dim() != 2 or 0 in input_ids.shape:
+            shape = None if input_ids is None else tuple(input_ids.shape)
+            raise ValueError(f"input_ids must have shape (batch_size, sequence_length), none empty; got {shape}.")
+        if _values_are_free(input_ids) and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
+            raise ValueError(f"Token ids must lie in [0, {self.config.vocab_size}).")
+        if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}.")
+        embeddings = self.embeddings(input_ids)
+        states = self.lstm(self.dropout(embeddings))[0]
+        rows = torch.arange(input_ids.shape[0], device=input_ids.device)
+        last = attention_mask.long().sum(-1) - 1 if attention_mask is not None else torch.full_like(rows, -1)
+        logits = self.classifier(self.dropout(states[rows, last]))
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != (input_ids.shape[0],):
+                raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({input_ids.shape[0]},).")
+            loss = F.cross_entropy(logits, labels)
+        output_hidden_states = (output_hidden_states if output_hidden_states is not None
+                                else self.config.output_hidden_states)
+        return SequenceClassifierOutput(loss=loss, logits=logits,
+                                        hidden_states=(embeddings, states) if output_hidden_states else None)
+
+
+__all__ = ["LSTMForSequenceClassification", "LSTMPreTrainedModel"]
