@@ -1,4 +1,5 @@
-"""The presets as data: `reproduction.yaml` (benchmarks/reproduce.py's recipes, the papers' numbers beside them) and
+"""The presets as data: `reproduction.yaml` (benchmarks/reproduce.py's recipes, the papers' numbers beside them),
+`study.yaml` (the recurrent-inductive-bias study's models) and
 `leaderboard.yaml` (lengthgen-leaderboard's models), read through `load_presets`."""
 
 from .loader import load_presets, load_table

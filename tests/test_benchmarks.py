@@ -124,3 +124,27 @@ def test_recurrence_carries_a_fact_across_windows_that_disjoint_gpt2_cannot_know
     assert results["recurrent"]["secret_loss_later_windows"] < 0.25 * chance
     assert results["disjoint"]["secret_loss_later_windows"] > 0.9 * chance
     assert results["perplexity_ratio_recurrent_over_disjoint"] < 0.97
+
+
+def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_seeds(tmp_path):
+    import json
+    import statistics
+
+    import recurrent_bias_study
+
+    arguments = ["--models", "sequential_universal_transformer", "lstm", "--seeds", "2", "--threads", "1", "--cpu",
+                 "--output-root", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+                 "--dataset-param", "train_size=128", "validation_size=16", "test_size=32",
+                 "--training", "--max_steps 2 --per_device_train_batch_size 32 --save_strategy no"]
+    record = recurrent_bias_study.main(arguments)
+    for name in ("sequential_universal_transformer", "lstm"):
+        seeds = [json.loads((tmp_path / "runs" / "attractors" / name / f"seed{s}" / "all_results.json").read_text())
+                 for s in range(2)]
+        for key, metric, difficulty in (("eval_test_accuracy_d3", "accuracy", "3"), ("eval_test_ece", "ece", "all")):
+            values = [m[key] for m in seeds]
+            entry = record["summary"][name][metric][difficulty]
+            assert entry["mean"] == pytest.approx(statistics.fmean(values))
+            assert entry["std"] == pytest.approx(statistics.stdev(values))
+    assert (tmp_path / "results" / "recurrent_bias_attractors.png").is_file()
+    again = recurrent_bias_study.main([*arguments, "--summary-only"])  # finished runs are read, not trained again
+    assert again["summary"] == record["summary"]
