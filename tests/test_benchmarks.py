@@ -132,12 +132,12 @@ def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_se
 
     import recurrent_bias_study
 
-    arguments = ["--models", "sequential_universal_transformer", "lstm", "--seeds", "2", "--threads", "1", "--cpu",
+    arguments = ["--models", "lstm", "--seeds", "2", "--threads", "1", "--cpu",
                  "--output-root", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
                  "--dataset-param", "train_size=128", "validation_size=16", "test_size=32",
                  "--training", "--max_steps 2 --per_device_train_batch_size 32 --save_strategy no"]
     record = recurrent_bias_study.main(arguments)
-    for name in ("sequential_universal_transformer", "lstm"):
+    for name in ("lstm",):
         seeds = [json.loads((tmp_path / "runs" / "attractors" / name / f"seed{s}" / "all_results.json").read_text())
                  for s in range(2)]
         for key, metric, difficulty in (("eval_test_accuracy_d3", "accuracy", "3"), ("eval_test_ece", "ece", "all")):
