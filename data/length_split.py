@@ -4,6 +4,10 @@ A builder's config generates all of its splits at once (a plain function of the 
 check that the splits never share a length before anything is written.
 """
 
+import hashlib
+import inspect
+import sys
+
 import datasets
 
 COMMON_FEATURES = {
@@ -28,11 +32,24 @@ class LengthSplitConfig(datasets.BuilderConfig):
         return {"config": self.name, **{k: list(v) if isinstance(v, tuple) else v for k, v in arguments.items()}}
 
 
+def source_hash(builder_class) -> str:
+    """sha256 of the source of the builder's module and of this one: the cache key of generated data, so that a
+    changed generator never serves rows cached by an older one."""
+    digest = hashlib.sha256()
+    for module in (sys.modules[builder_class.__module__], sys.modules[__name__]):
+        digest.update(inspect.getsource(module).encode())
+    return digest.hexdigest()[:16]
+
+
 class LengthSplitBuilder(datasets.GeneratorBasedBuilder):
     """Subclasses set `EXTRA_FEATURES` and `CITATION` and implement `generate_splits()` -> {split: rows}."""
 
     EXTRA_FEATURES: dict = {}
     CITATION = ""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("hash", source_hash(type(self)))  # the generator's code is part of the cache key
+        super().__init__(*args, **kwargs)
 
     def _info(self):
         return datasets.DatasetInfo(

@@ -13,8 +13,9 @@ Two sources:
 * `generate_agreement_splits` (the builder): sentences of a small English grammar, for offline use and controlled
   length splits. A subject noun phrase is followed by modifiers, each a prepositional phrase ("near the keys"), an
   object relative clause ("that the pilots saw") or a subject relative clause ("that saw the pilots"); every
-  modifier holds one noun, which is an attractor when its number differs from the subject's. Relative-clause verbs
-  are in the past tense, so nothing but the subject tells the main verb's number. Split by attractors (config
+  modifier holds one noun, which is an attractor when its number differs from the subject's. Half the sentences
+  start with a preamble ("the authors said that ..."), so the subject is not always the first noun. Relative-clause
+  and preamble verbs are in the past tense, so nothing but the subject tells the main verb's number. Split by attractors (config
   `attractors`: train 0-1, validation 2, test 3-4) or by subject-verb distance in words (config `distance`:
   train 4-8, validation 9-10, test 11-16; the verb follows the subject noun directly at distance 1, and a modifier
   takes 3 to 5 words, so 2 and 3 do not occur), so the study is a generalization study like the library's other
@@ -37,6 +38,7 @@ NOUNS = (("author", "authors"), ("pilot", "pilots"), ("key", "keys"), ("cabinet"
 ADJECTIVES = ("old", "young", "tall", "famous", "new", "small")
 PREPOSITIONS = ("near", "behind", "beside", "with", "of", "from")
 PAST_VERBS = ("saw", "liked", "met", "helped", "called", "admired")
+SAYING_VERBS = ("said", "knew", "thought", "heard")  # the preamble's: "the pilots said that ..."
 LINZEN_COLUMNS = ("sentence", "verb_pos", "verb_index", "n_intervening", "n_diff_intervening", "distance")
 AGREEMENT_CITATION = """@article{linzen2016assessing,
   title={Assessing the Ability of {LSTM}s to Learn Syntax-Sensitive Dependencies},
@@ -63,10 +65,13 @@ def modifier(rng: random.Random, plural: bool) -> list[str]:
 
 
 def agreement_example(rng: random.Random, num_modifiers: int, num_attractors: int) -> dict:
-    """A sentence prefix: a subject and `num_modifiers` modifiers, `num_attractors` of them of the other number."""
+    """A sentence prefix: half the time a preamble ("the pilots said that"), then a subject and `num_modifiers`
+    modifiers, `num_attractors` of them of the other number. The preamble moves the subject away from the start and
+    puts a noun of either number before it; it is not between subject and verb, so it is not an attractor."""
     plural = rng.random() < 0.5
     attractors = set(rng.sample(range(num_modifiers), num_attractors))
-    words = noun_phrase(rng, plural)
+    words = [*noun_phrase(rng, rng.random() < 0.5), rng.choice(SAYING_VERBS), "that"] if rng.random() < 0.5 else []
+    words += noun_phrase(rng, plural)
     subject_index = len(words) - 1
     for position in range(num_modifiers):
         words += modifier(rng, plural != (position in attractors))

@@ -16,10 +16,13 @@ SMALL = dict(train_size=300, validation_size=40, test_size=60)
 
 
 def read_sentence(text: str) -> dict:
-    """The subject is the first noun; every later noun of the other number is an attractor; the verb would follow
-    the last word."""
+    """The subject is the first noun after a preamble ("... said / knew / thought / heard that"), else the first
+    noun; every later noun of the other number is an attractor; the verb would follow the last word."""
     words = text.split()
-    nouns = [(i, w in PLURAL) for i, w in enumerate(words) if w in SINGULAR | PLURAL]
+    start = words.index("that") + 1 if len(words) > 3 and words[2:4] in (["said", "that"], ["knew", "that"],
+                                                                         ["thought", "that"], ["heard", "that"]) \
+        or len(words) > 4 and words[3] in ("said", "knew", "thought", "heard") else 0
+    nouns = [(i, w in PLURAL) for i, w in enumerate(words) if w in SINGULAR | PLURAL and i >= start]
     (subject, plural), rest = nouns[0], nouns[1:]
     return {"target": "VBP" if plural else "VBZ", "n_diff_intervening": sum(p != plural for _, p in rest),
             "n_intervening": len(rest), "distance": len(words) - subject}
@@ -48,7 +51,7 @@ def test_builder_configs_and_pinned_fingerprint():
     attractors = load_splits("subject_verb_agreement", "attractors", SMALL)
     assert {name: len(rows) for name, rows in attractors.items()} == {"train": 300, "validation": 40, "test": 60}
     assert sorted(set(attractors["test"]["difficulty"])) == [3, 4]
-    assert fingerprint(attractors) == "b7d0a37cf17993db30237b4bff898bbd34e54452580bb6a623a6e31f8d35d4b9"
+    assert fingerprint(attractors) == "275c9e8f6796cbaa17436ee004094a88c3c9eaf82eeca514db3fdf762235caed"
     distance = load_splits("subject_verb_agreement", "distance", SMALL)
     assert sorted(set(distance["test"]["difficulty"])) == list(range(11, 17))
 
