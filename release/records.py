@@ -28,8 +28,10 @@ def record_run(output_dir: str, script: str, argv: list[str] | None, data_args, 
 def record_evaluation(output_dir: str, trained_dir: str, script: str, argv: list[str] | None, data_args):
     """Write `lengthgen_run.json` for an evaluation-only run of the trained folder `trained_dir` (its own record, when
     it has one, plus this evaluation's command and number of NDR steps): the output directory then releases as that
-    model with the numbers measured here."""
+    model with the numbers measured here. A Trainer checkpoint (`RUN/checkpoint-N`) takes its run's record."""
     source = os.path.join(trained_dir, RUN_RECORD)
+    if not os.path.isfile(source) and os.path.basename(os.path.normpath(trained_dir)).startswith("checkpoint-"):
+        source = os.path.join(os.path.dirname(os.path.normpath(trained_dir)), RUN_RECORD)
     if not os.path.isfile(source):
         return
     with open(source) as f:

@@ -224,3 +224,21 @@ def test_masked_lm_release_scores_its_card_without_lengthgen(tmp_path):
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["measured"] == pytest.approx(metrics[f"eval_{split}_sequence_accuracy"], abs=1e-9)
     assert 0 < metrics["eval_train_sequence_accuracy"] < 1
+
+
+def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from lengthgen.release import records
+
+    run = tmp_path / "run"
+    (run / "checkpoint-3").mkdir(parents=True)
+    (run / records.RUN_RECORD).write_text(json.dumps({"command": "python train.py", "dataset": "ctl"}))
+    output = tmp_path / "eval"
+    output.mkdir()
+    records.record_evaluation(str(output), str(run / "checkpoint-3"), "examples/run_classification.py",
+                              ["--num_steps", "14"], SimpleNamespace(num_steps=14))
+    record = json.loads((output / records.RUN_RECORD).read_text())
+    assert record["command"] == "python train.py" and record["num_steps"] == 14
+    assert record["evaluation_command"] == "python examples/run_classification.py --num_steps 14"
