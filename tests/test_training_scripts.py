@@ -28,7 +28,7 @@ def test_run_script_returns_what_the_script_wrote_and_logs_its_output(tmp_path):
     assert run_script(str(script), ["--output_dir", str(tmp_path)], str(log), threads=1) == {"eval_accuracy": 0.5}
     assert "trainer says hello" in log.read_text()
     script.write_text("import sys; sys.exit(3)\n")
-    with pytest.raises(RuntimeError, match=f"exit status 3; its output is in {log}"):
+    with pytest.raises(ChildProcessError, match=f"exit status 3; its output is in {log}"):
         run_script(str(script), ["--output_dir", str(tmp_path)], str(log))
     assert json.loads((tmp_path / "all_results.json").read_text()) == {"eval_accuracy": 0.5}
     assert os.path.getsize(log) > 0

@@ -14,7 +14,8 @@ import sys
 def run_script(script: str, argv: list[str], log_path: str, threads: int | None = None, verbose: bool = False) -> dict:
     """Run `python script *argv` with its stdout appended to `log_path` (on the terminal with `verbose`) and return
     the `all_results.json` it wrote in its `--output_dir`. `threads` sets the child's OMP_NUM_THREADS (two runs side
-    by side on two cores: 1 each)."""
+    by side on two cores: 1 each). A failed run raises ChildProcessError (an OSError: the commands report it in one
+    line) naming the log."""
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -25,7 +26,7 @@ def run_script(script: str, argv: list[str], log_path: str, threads: int | None 
         log.flush()
         returncode = subprocess.run([sys.executable, script, *argv], stdout=None if verbose else log, env=env).returncode
     if returncode != 0:
-        raise RuntimeError(f"{script} failed with exit status {returncode}"
+        raise ChildProcessError(f"{script} failed with exit status {returncode}"
                            + ("." if verbose else f"; its output is in {log_path}."))
     output_dir = argv[argv.index("--output_dir") + 1]
     with open(os.path.join(output_dir, "all_results.json")) as f:
