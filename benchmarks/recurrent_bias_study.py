@@ -10,7 +10,7 @@ attractors (or per subject-verb distance), mean and standard deviation over the 
 
 Each (model, seed) is one `examples/run_classification.py` process (output OUTPUT_ROOT/CONFIG/MODEL/seedN, log
 beside it); a finished run is skipped when the command is given again, so an interrupted study resumes. The summary
-goes to docs/results/recurrent_bias_<config>.json and .png (`--results-dir`).
+goes to docs/results/recurrent_bias_<config>.json, .md (the table) and .png (`--results-dir`).
 """
 
 import argparse
@@ -80,6 +80,20 @@ def summarize(runs: dict[str, list[dict]], split: str = "test") -> dict:
     return summary
 
 
+def markdown_table(summary: dict, config: str) -> str:
+    """Test accuracy per difficulty and overall, and ECE, as mean +- std over seeds, one row per model."""
+    difficulties = sorted({d for e in summary.values() for d in e["accuracy"] if d != "all"}, key=int)
+    unit = "attractors" if config == "attractors" else "words"
+    header = ["model", "seeds", *[f"accuracy, {d} {unit}" for d in difficulties], "accuracy", "ECE"]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for name, entry in summary.items():
+        cells = [f"{entry['accuracy'][d]['mean']:.3f} +- {entry['accuracy'][d]['std']:.3f}"
+                 for d in [*difficulties, "all"]]
+        ece = entry["ece"]["all"]
+        lines.append(f"| {name} | {entry['seeds']} | " + " | ".join(cells) + f" | {ece['mean']:.3f} +- {ece['std']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(summary: dict, path: str, config: str):
     import matplotlib
 
@@ -146,6 +160,8 @@ def main(argv=None):
     with open(stem + ".json", "w") as f:
         json.dump(record, f, indent=2)
     plot(summary, stem + ".png", args.config)
+    with open(stem + ".md", "w") as f:
+        f.write(markdown_table(summary, args.config))
     for name, entry in summary.items():
         accuracy, ece = entry["accuracy"]["all"], entry["ece"]["all"]
         print(f"{name:34s} accuracy {accuracy['mean']:.3f} +- {accuracy['std']:.3f}   "

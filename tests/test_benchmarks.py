@@ -146,5 +146,8 @@ def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_se
             assert entry["mean"] == pytest.approx(statistics.fmean(values))
             assert entry["std"] == pytest.approx(statistics.stdev(values))
     assert (tmp_path / "results" / "recurrent_bias_attractors.png").is_file()
+    table = (tmp_path / "results" / "recurrent_bias_attractors.md").read_text()
+    mean, std = record["summary"]["lstm"]["accuracy"]["3"]["mean"], record["summary"]["lstm"]["accuracy"]["3"]["std"]
+    assert f"| lstm | 2 | {mean:.3f} +- {std:.3f} |" in table
     again = recurrent_bias_study.main([*arguments, "--summary-only"])  # finished runs are read, not trained again
     assert again["summary"] == record["summary"]
