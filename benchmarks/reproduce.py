@@ -337,13 +337,14 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
 
 
 def results_table(results_dir: str = RESULTS_DIR) -> str:
-    """Markdown: one row per results JSON, the measured accuracy next to the paper's, per split."""
+    """Markdown: one row per preset's results JSON, the measured accuracy next to the paper's, per split (other
+    JSONs in the folder, such as the recurrent-bias study's, are not reproduction runs)."""
     lines = [
         "| run | reference | split | measured | paper | baseline | steps | wall | target | trained on |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for file in sorted(os.listdir(results_dir)):
-        if not file.endswith(".json"):
+        if not file.endswith(".json") or file[: -len(".json")] not in PRESETS:
             continue
         with open(os.path.join(results_dir, file)) as f:
             r = json.load(f)
