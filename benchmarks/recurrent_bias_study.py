@@ -22,6 +22,7 @@ import time
 
 from lengthgen.cli import UsageError, run_command
 from lengthgen.presets import load_presets, load_table
+from lengthgen.release import accuracy_tables, calibration_tables
 from lengthgen.training.hardware import hardware
 from lengthgen.training.scripts import run_script
 
@@ -67,15 +68,14 @@ def summarize(runs: dict[str, list[dict]], split: str = "test") -> dict:
     """Per model: mean and standard deviation over seeds of accuracy and ECE, overall and per difficulty."""
     summary = {}
     for name, seeds in runs.items():
-        keys = sorted({k for m in seeds for k in m if k.startswith((f"eval_{split}_accuracy", f"eval_{split}_ece"))})
         entry = {"seeds": len(seeds)}
-        for key in keys:
-            values = [m[key] for m in seeds if key in m]
-            metric = "accuracy" if "_accuracy" in key else "ece"
-            difficulty = key.rsplit("_d", 1)[1] if "_d" in key[len(f"eval_{split}_"):] else "all"
-            entry.setdefault(metric, {})[difficulty] = {
-                "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                "values": values}
+        for metric, tables in (("accuracy", accuracy_tables), ("ece", calibration_tables)):
+            per_seed = [tables(m).get(split, {}) for m in seeds]
+            for difficulty in sorted({d for table in per_seed for d in table}):
+                values = [table[difficulty] for table in per_seed if difficulty in table]
+                entry.setdefault(metric, {})[difficulty] = {
+                    "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                    "values": values}
         summary[name] = entry
     return summary
 

@@ -1,9 +1,9 @@
-"""Calibration of a classifier's probabilities: the expected calibration error overall and per difficulty, through the
-`expected_calibration_error` evaluate module in data/metrics/ (for run_classification.py and the leaderboard)."""
+"""Calibration of a classifier's probabilities for run_classification.py and the leaderboard: the expected calibration
+error overall and per difficulty, as the `expected_calibration_error` evaluate module in data/metrics/ defines it (the
+module stays a file of its own for `evaluate.load`; tests/test_calibration.py checks the two agree)."""
 
 import os
 
-import evaluate
 import numpy as np
 
 EXPECTED_CALIBRATION_ERROR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics",
@@ -30,14 +30,17 @@ def expected_calibration_error(confidence, correct, num_bins: int = 10) -> float
 
 
 def calibration_metrics(logits, labels, difficulties=None, num_bins: int = 10) -> dict:
-    """`{"ece": ..., "ece_d<difficulty>": ...}` of a classifier's logits `(examples, classes)` against `labels`."""
-    result = evaluate.load(EXPECTED_CALIBRATION_ERROR).compute(
-        predictions=softmax(np.asarray(logits, dtype=np.float64)).tolist(), references=list(labels),
-        difficulties=None if difficulties is None else list(difficulties), num_bins=num_bins,
-    )
-    flat = {"ece": result["expected_calibration_error"]}
-    flat.update({f"ece_d{d}": v for d, v in result.get("expected_calibration_error_by_difficulty", {}).items()})
-    return flat
+    """`{"ece": ..., "ece_d<difficulty>": ...}` of a classifier's logits `(examples, classes)` against `labels` (the
+    evaluate module's definition, computed here without loading it at every evaluation)."""
+    probabilities, labels = softmax(np.asarray(logits, dtype=np.float64)), np.asarray(labels)
+    confidence, correct = probabilities.max(-1), probabilities.argmax(-1) == labels
+    metrics = {"ece": expected_calibration_error(confidence, correct, num_bins)}
+    if difficulties is not None:
+        difficulties = np.asarray(difficulties)
+        for d in sorted(set(difficulties.tolist())):
+            rows = difficulties == d
+            metrics[f"ece_d{d}"] = expected_calibration_error(confidence[rows], correct[rows], num_bins)
+    return metrics
 
 
 __all__ = ["EXPECTED_CALIBRATION_ERROR", "calibration_metrics", "expected_calibration_error", "softmax"]

@@ -19,20 +19,10 @@ import json
 import os
 
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
-from lengthgen.release import accuracy_tables
+from lengthgen.release import accuracy_tables, calibration_tables
 from lengthgen.training.scripts import run_script
 
 CLASSIFICATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_classification.py")
-
-
-def calibration_tables(metrics: dict) -> dict:
-    """{split: {"all" or difficulty: ECE}} from run_classification's `eval_<split>_ece[_d<difficulty>]`."""
-    tables = {}
-    for key, value in metrics.items():
-        split, found, rest = key[len("eval_"):].partition("_ece")
-        if key.startswith("eval_") and found and (rest == "" or rest[2:].isdigit()):
-            tables.setdefault(split, {})["all" if rest == "" else rest[2:]] = value
-    return tables
 
 
 def markdown(results: dict) -> str:

@@ -43,14 +43,14 @@ def record_evaluation(output_dir: str, trained_dir: str, script: str, argv: list
         json.dump(record, f, indent=2)
 
 
-def accuracy_tables(metrics: dict) -> dict:
-    """{split: {"all": accuracy, difficulty: accuracy}} from the example scripts' metrics: `eval_{split}_accuracy[_dN]`
-    (run_classification) or `eval_{split}_sequence_accuracy[_dN]` (run_mlm, whole masked span exact)."""
+def metric_tables(metrics: dict, stems: tuple[str, ...]) -> dict:
+    """{split: {"all": value, difficulty: value}} from the example scripts' `eval_{split}{stem}[_dN]` metrics, the
+    first of `stems` that a key holds counting (token-level metrics left out)."""
     tables = {}
     for key, value in metrics.items():
         if not key.startswith("eval_"):
             continue
-        for stem in ("_sequence_accuracy", "_accuracy"):
+        for stem in stems:
             split, found, rest = key[len("eval_"):].partition(stem)
             if found and "token" not in split:
                 if rest == "":
@@ -59,3 +59,14 @@ def accuracy_tables(metrics: dict) -> dict:
                     tables.setdefault(split, {})[rest[2:]] = value
                 break
     return tables
+
+
+def accuracy_tables(metrics: dict) -> dict:
+    """Accuracy per split and difficulty: `eval_{split}_accuracy[_dN]` (run_classification) or
+    `eval_{split}_sequence_accuracy[_dN]` (run_mlm, whole masked span exact)."""
+    return metric_tables(metrics, ("_sequence_accuracy", "_accuracy"))
+
+
+def calibration_tables(metrics: dict) -> dict:
+    """Expected calibration error per split and difficulty: run_classification's `eval_{split}_ece[_dN]`."""
+    return metric_tables(metrics, ("_ece",))

@@ -45,6 +45,17 @@ def test_calibration_metrics_from_logits():
                                                                                "ece_d2": 0.35})
 
 
+def test_calibration_metrics_agree_with_the_module(metric):
+    rng = np.random.default_rng(0)
+    logits, labels, difficulties = rng.normal(size=(200, 4)) * 3, rng.integers(0, 4, 200), rng.integers(1, 4, 200)
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    result = metric.compute(predictions=probabilities.tolist(), references=labels.tolist(),
+                            difficulties=difficulties.tolist())
+    expected = {"ece": result["expected_calibration_error"],
+                **{f"ece_d{d}": v for d, v in result["expected_calibration_error_by_difficulty"].items()}}
+    assert calibration_metrics(logits, labels, difficulties) == pytest.approx(expected)
+
+
 @pytest.mark.parametrize(
     "predictions, references, message",
     [

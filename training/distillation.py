@@ -17,6 +17,8 @@ import torch
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, Trainer
 
+from lengthgen.cli import local_path_or_hub_id
+
 
 @dataclass
 class DistillationArguments:
@@ -33,9 +35,8 @@ class DistillationArguments:
             raise ValueError(f"--distillation_temperature must be positive, got {self.distillation_temperature}.")
         if not 0 <= self.distillation_weight <= 1:
             raise ValueError(f"--distillation_weight must lie in [0, 1], got {self.distillation_weight}.")
-        if self.teacher_model_name_or_path and not os.path.isdir(self.teacher_model_name_or_path) \
-                and self.teacher_model_name_or_path.startswith((".", "/", "~")):
-            raise ValueError(f"--teacher_model_name_or_path: no such folder: {self.teacher_model_name_or_path}")
+        if self.teacher_model_name_or_path:
+            local_path_or_hub_id(self.teacher_model_name_or_path, "--teacher_model_name_or_path")
 
 
 def distillation_loss(student_logits, teacher_logits, labels, temperature: float, weight: float) -> torch.Tensor:
