@@ -9,7 +9,13 @@ of each gives sequences per second, and the ratios to BERT are printed.
     python benchmarks/ibert_throughput.py --hidden-size 256 --layers 4 --heads 4 --steps 3
     python benchmarks/ibert_throughput.py --padded      # rows of random length in [L/2, L], right-padded to L
 
+    python benchmarks/ibert_throughput.py --device cuda --bf16 --batch-size 64 --lengths 128 512 --no-xlnet
+
 Paper (Titan V, PTB char): I-BERT 72, BERT 88, XLNet 35 sequences/s, i.e. I-BERT = 0.82x BERT.
+
+Model FLOPs utilisation (MFU): the FLOPs of one training step (forward + backward, counted by
+`torch.utils.flop_counter.FlopCounterMode`, plus the LSTM's products; the optimizer's few left out) per median step time, as a fraction of the
+GPU's datasheet dense bf16 peak and of the rate of a large bf16 matrix product measured in this process.
 """
 
 import argparse
@@ -18,6 +24,7 @@ import statistics
 import time
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 from transformers import BertConfig, BertForMaskedLM, XLNetConfig, XLNetLMHeadModel
 
 from lengthgen.modeling import IBertConfig, IBertForMaskedLM
@@ -63,33 +70,79 @@ def make_batch(args, length, generator):
     }
 
 
-def training_step(model, optimizer, inputs):
-    loss = model(**inputs).loss
+# dense bf16 tensor-core peaks from NVIDIA's datasheets (SXM parts), FLOP/s
+DATASHEET_BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
+
+
+def training_step(model, optimizer, inputs, bf16=False):
+    device = inputs["input_ids"].device.type
+    with torch.autocast(device, torch.bfloat16, enabled=bf16):
+        loss = model(**inputs).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def step_flops(model, inputs, bf16=False) -> int:
+    """FLOPs of one forward + backward pass: matrix products and attention counted by PyTorch, plus the recurrent
+    layers' products (cuDNN's RNN kernels are not counted), 2 per weight and token forward and 4 backward."""
+    device = inputs["input_ids"].device.type
+    with FlopCounterMode(display=False) as counter:
+        with torch.autocast(device, torch.bfloat16, enabled=bf16):
+            loss = model(**inputs).loss
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    recurrent_weights = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.RNNBase)
+                            for name, p in m.named_parameters() if name.startswith("weight"))
+    return counter.get_total_flops() + 6 * recurrent_weights * inputs["input_ids"].numel()
+
+
+def matmul_rate(device: str, size: int = 8192, repeats: int = 10) -> float:
+    """FLOP/s of a size^3 bf16 matrix product on this device, the mean of `repeats` after 3 warm-ups."""
+    a, b = (torch.randn(size, size, device=device, dtype=torch.bfloat16) for _ in range(2))
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * size**3 * repeats / (time.perf_counter() - start)
+
+
+def datasheet_peak(device: str) -> float | None:
+    name = torch.cuda.get_device_name() if device == "cuda" else ""
+    return next((peak for key, peak in DATASHEET_BF16_PEAK.items() if key in name), None)
 
 
 def measure(args):
     torch.manual_seed(0)
-    models = build_models(args)
+    models = {name: model.to(args.device) for name, model in build_models(args).items()}
     optimizers = {name: torch.optim.Adam(model.parameters(), lr=1e-5) for name, model in models.items()}
     results = {}
     for length in args.lengths:
         batch = make_batch(args, length, torch.Generator().manual_seed(length))
+        batch = {kind: {k: v.to(args.device) for k, v in inputs.items()} for kind, inputs in batch.items()}
         times = {name: [] for name in models}
         for step in range(args.warmup + args.steps):
             for name, model in models.items():
                 model.train()
                 inputs = batch["xlnet"] if name == "XLNet" else batch["mlm"]
                 start = time.perf_counter()
-                training_step(model, optimizers[name], inputs)
+                training_step(model, optimizers[name], inputs, args.bf16)
                 if step >= args.warmup:
                     times[name].append(time.perf_counter() - start)
-        seqs_per_s = {name: args.batch_size / statistics.median(t) for name, t in times.items()}
+        seconds = {name: statistics.median(t) for name, t in times.items()}
+        seqs_per_s = {name: args.batch_size / s for name, s in seconds.items()}
+        flops = {name: step_flops(model, batch["xlnet"] if name == "XLNet" else batch["mlm"], args.bf16)
+                 for name, model in models.items()}
         results[length] = {
             "sequences_per_second": seqs_per_s,
             "ratio_to_bert": {name: v / seqs_per_s["BERT"] for name, v in seqs_per_s.items()},
+            "flops_per_step": flops,
+            "flops_per_second": {name: flops[name] / s for name, s in seconds.items()},
         }
     return results
 
@@ -106,20 +159,34 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--padded", action="store_true", help="rows of random length in [L/2, L], right-padded")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
     parser.add_argument("--no-xlnet", action="store_true")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     results = measure(args)
+    peaks = {}
+    if args.device == "cuda":
+        peaks = {"datasheet bf16": datasheet_peak(args.device), "measured bf16 matmul": matmul_rate(args.device)}
+    for r in results.values():
+        r["mfu"] = {f"of {kind}": {name: rate / peak for name, rate in r["flops_per_second"].items()}
+                    for kind, peak in peaks.items() if peak}
     print(f"training sequences/s, hidden {args.hidden_size}, {args.layers} layers, batch {args.batch_size}, "
-          f"{torch.get_num_threads()} threads, median of {args.steps} steps{', padded rows' if args.padded else ''}")
+          f"{args.device}{' bf16 autocast' if args.bf16 else ' fp32'}, {torch.get_num_threads()} threads, "
+          f"median of {args.steps} steps{', padded rows' if args.padded else ''}")
     for length, r in results.items():
-        cells = "  ".join(f"{n} {v:7.2f} ({r['ratio_to_bert'][n]:.2f}x)" for n, v in r["sequences_per_second"].items())
+        cells = "  ".join(f"{n} {v:7.2f} ({r['ratio_to_bert'][n]:.2f}x, {r['flops_per_second'][n] / 1e12:.1f} TFLOP/s)"
+                          for n, v in r["sequences_per_second"].items())
         print(f"length {length:>4}: {cells}")
+        for kind, by_model in r["mfu"].items():
+            print(f"  MFU {kind}: " + "  ".join(f"{n} {v:.3f}" for n, v in by_model.items()))
+    if peaks:
+        print("peaks (TFLOP/s): " + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in peaks.items() if v))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "hardware": hardware(), "results": results}, f, indent=2)
+            json.dump({"args": vars(args), "hardware": hardware(), "peaks": peaks, "results": results}, f, indent=2)
     return results
 
 

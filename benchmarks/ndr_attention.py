@@ -15,7 +15,11 @@ attention and relative or absolute positions, and evaluation (forward only) at 2
 
     python benchmarks/ndr_attention.py                    # N = 16, 64, 256, 1024
     python benchmarks/ndr_attention.py --end-to-end
-    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16
+    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024 4096
+    python benchmarks/ndr_attention.py --end-to-end --device cuda --dtype bfloat16 --train-batch-size 512
+
+On CUDA the fused rows are the Triton kernel; `--dtype bfloat16` runs end to end under bf16 autocast, as training with
+`--bf16` does (geometric attention itself computes in fp32 there).
 """
 
 import argparse
@@ -39,20 +43,20 @@ GEOMETRIC_MODULE = sys.modules["lengthgen.modeling.ndr.geometric_attention"]
 
 @contextlib.contextmanager
 def pytorch_path():
-    """Run geometric attention on the PyTorch fallback, as on a machine without a compiler."""
-    load = GEOMETRIC_MODULE.load_cpu_kernel
-    GEOMETRIC_MODULE.load_cpu_kernel = lambda: None
+    """Run geometric attention on the PyTorch fallback, as on a machine without a compiler or Triton."""
+    load, triton = GEOMETRIC_MODULE.load_cpu_kernel, GEOMETRIC_MODULE.triton_available
+    GEOMETRIC_MODULE.load_cpu_kernel = GEOMETRIC_MODULE.triton_available = lambda: None
     try:
         yield
     finally:
-        GEOMETRIC_MODULE.load_cpu_kernel = load
+        GEOMETRIC_MODULE.load_cpu_kernel, GEOMETRIC_MODULE.triton_available = load, triton
 
 
 def fused(q, k, v):
     return geometric_attention(q, k, v)
 
 
-def pytorch(q, k, v):
+def pytorch(q, k, v):  # in the inputs' dtype, as the model's fallback under autocast
     return geometric_attention_weights(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5) @ v
 
 
@@ -150,34 +154,39 @@ VARIANTS = {
 }
 
 
-def ndr_model(hub_config: str, changes: dict) -> NDRForSequenceClassification:
+def ndr_model(hub_config: str, changes: dict, device: str = "cpu") -> NDRForSequenceClassification:
     config = NDRConfig.from_pretrained(HUB_CONFIGS / hub_config)
     for key, value in changes.items():
         if not hasattr(config, key):
             raise ValueError(f"NDRConfig has no field {key!r}")
         setattr(config, key, value)
     torch.manual_seed(0)
-    return NDRForSequenceClassification(config)
+    return NDRForSequenceClassification(config).to(device)
 
 
-def ndr_batch(config, n, batch_size):
+def ndr_batch(config, n, batch_size, device="cpu"):
     g = torch.Generator().manual_seed(n)
     input_ids = torch.randint(4, config.vocab_size, (batch_size, n), generator=g)
     input_ids[:, 0], input_ids[:, -1] = config.bos_token_id, config.eos_token_id  # the classifier reads the end token
     labels = torch.randint(0, config.num_labels, (batch_size,), generator=g)
-    return input_ids, torch.ones_like(input_ids), labels
+    return input_ids.to(device), torch.ones_like(input_ids).to(device), labels.to(device)
 
 
-def variant_call(name, model, input_ids, mask, labels, train):
+def variant_call(name, model, input_ids, mask, labels, train, dtype="float32"):
+    """One training step (forward + backward) or evaluation call, under autocast to `dtype` unless it is float32."""
+    device = input_ids.device.type
+    autocast = torch.autocast(device, getattr(torch, dtype), enabled=dtype != "float32")
+
     def call():
         context = pytorch_path() if name == "geometric (PyTorch)" else contextlib.nullcontext()
-        with context:
+        with context, autocast:
             if train:
                 model(input_ids, attention_mask=mask, labels=labels).loss.backward()
                 model.zero_grad(set_to_none=True)
             else:
                 with torch.no_grad():
                     model(input_ids, attention_mask=mask)
+        synchronize(device)
 
     return call
 
@@ -186,8 +195,9 @@ def measure_end_to_end(args):
     results = {}
     base = "softmax + relative"
     for shape, (hub_config, n, batch_size) in SHAPES.items():
-        cases = [("train", n, batch_size)] + [("eval", length, args.eval_batch_size) for length in args.eval_lengths]
-        models = {name: ndr_model(hub_config, {**args.overrides, **changes}) for name, changes in VARIANTS.items()}
+        cases = [("train", n, args.train_batch_size or batch_size)] + [("eval", length, args.eval_batch_size) for length in args.eval_lengths]
+        models = {name: ndr_model(hub_config, {**args.overrides, **changes}, args.device)
+                  for name, changes in VARIANTS.items()}
         for mode, length, batch in cases:
             variants = {
                 name: model for name, model in models.items()
@@ -195,9 +205,10 @@ def measure_end_to_end(args):
             }
             for model in variants.values():
                 model.train(mode == "train")
-            input_ids, mask, labels = ndr_batch(models[base].config, length, batch)
+            input_ids, mask, labels = ndr_batch(models[base].config, length, batch, args.device)
             calls = {
-                name: variant_call(name, model, input_ids, mask, labels, mode == "train") for name, model in variants.items()
+                name: variant_call(name, model, input_ids, mask, labels, mode == "train", args.dtype)
+                for name, model in variants.items()
             }
             repeats = args.end_to_end_repeats if length <= 256 else 1
             seconds = interleaved_medians(calls, warmup=1, repeats=repeats)
@@ -231,6 +242,7 @@ def main(argv=None):
     parser.add_argument("--pytorch-max", type=int, default=1024, help="longest N run on the PyTorch path")
     parser.add_argument("--end-to-end", action="store_true", help="NDR training and evaluation steps instead")
     parser.add_argument("--eval-lengths", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--train-batch-size", type=int, help="end to end: training batch (default: CTL 128, ListOps 32)")
     parser.add_argument("--eval-batch-size", type=int, default=4)
     parser.add_argument("--end-to-end-repeats", type=int, default=5)
     parser.add_argument("--overrides", type=overrides, default={},
