@@ -350,7 +350,9 @@ def results_table(results_dir: str = RESULTS_DIR) -> str:
         with open(os.path.join(results_dir, file)) as f:
             r = json.load(f)
         base = (r.get("baseline") or {}).get("accuracy", {})
-        where = f"{r['hardware']['cpu'].replace('(R)', '')} ({r['hardware']['cpu_capability']}), {r['precision']}"
+        on_gpu = r["hardware"].get("gpu") and "--use_cpu" not in r["script_arguments"]
+        device = r["hardware"]["gpu"] if on_gpu else f"{r['hardware']['cpu'].replace('(R)', '')} ({r['hardware']['cpu_capability']})"
+        where = f"{device}, {r['precision']}"
         for split, table in r["accuracy"].items():
             if split == "train":
                 continue
