@@ -22,6 +22,31 @@ def test_throughput_harness_runs_every_model_at_every_length(padded):
         assert all(v > 0 for v in r["sequences_per_second"].values())
 
 
+def test_step_flops_counts_a_linear_layer_and_an_lstm_by_hand():
+    """MFU's numerator: one forward + backward of an embedding -> LSTM -> linear model over B x L tokens costs
+    2 FLOPs per weight and token forward and 4 backward in each product (the embedding lookup costs none):
+    6 * (4h (d + h) + h * V) * B * L, counted here by hand."""
+    import torch
+
+    batch, length, d, h, vocab = 3, 5, 8, 6, 11
+
+    class Toy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, d)
+            self.lstm = torch.nn.LSTM(d, h, batch_first=True)
+            self.out = torch.nn.Linear(h, vocab, bias=False)
+
+        def forward(self, input_ids, labels):
+            logits = self.out(self.lstm(self.embed(input_ids))[0])
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+            return type("Output", (), {"loss": loss})()
+
+    ids = torch.randint(0, vocab, (batch, length))
+    flops = ibert_throughput.step_flops(Toy(), {"input_ids": ids, "labels": ids})
+    assert flops == 6 * (4 * h * (d + h) + h * vocab) * batch * length
+
+
 def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
     import ndr_attention
 
