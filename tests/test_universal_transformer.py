@@ -66,7 +66,8 @@ def test_one_step_is_a_hand_written_layer_on_the_coordinate_embedded_input(causa
     model.set_attn_implementation(implementation)
     ids, mask = batch()
     with torch.no_grad():
-        h = model.embeddings(ids) + torch.stack([sinusoid(i, 16) + sinusoid(1, 16) for i in range(ids.shape[1])])
+        # Vaswani et al. 3.4: token embeddings times sqrt(d_model) (scale_embedding, the default), d_model = 16
+        h = model.embeddings(ids) * 4.0 + torch.stack([sinusoid(i, 16) + sinusoid(1, 16) for i in range(ids.shape[1])])
         expected = hand_layer(model.layer, h, mask, causal)
         out = model(ids, attention_mask=mask).last_hidden_state
     real = mask.bool()
@@ -78,7 +79,7 @@ def test_steps_share_one_layer_and_num_steps_goes_deeper():
     model = UniversalTransformerModel(tiny(position_encoding="none")).eval()
     ids, mask = batch()
     with torch.no_grad():
-        h = model.embeddings(ids)
+        h = model.embeddings(ids) * 4.0  # sqrt(d_model)
         for _ in range(5):
             h = hand_layer(model.layer, h, mask)
         out = model(ids, attention_mask=mask, num_steps=5, output_hidden_states=True)
@@ -138,7 +139,7 @@ def test_act_halts_where_the_cumulative_halting_probability_crosses_the_threshol
     model = act_model(p)
     ids, mask = batch((6, 6))
     with torch.no_grad():
-        states, h = [], model.embeddings(ids)
+        states, h = [], model.embeddings(ids) * 4.0  # sqrt(d_model)
         for _ in range(steps):
             h = hand_layer(model.layer, h, mask)
             states.append(h)
@@ -153,7 +154,7 @@ def test_act_interpolate_is_the_authors_running_mix():
     model = act_model(0.3, accumulation="interpolate")
     ids, mask = batch((6, 6))
     with torch.no_grad():
-        expected, h = torch.zeros(2, 6, 16), model.embeddings(ids)
+        expected, h = torch.zeros(2, 6, 16), model.embeddings(ids) * 4.0
         for w in [0.3, 0.3, 0.3, 0.1]:
             h = hand_layer(model.layer, h, mask)
             expected = w * h + (1 - w) * expected
@@ -235,3 +236,16 @@ def test_bad_input_raises_value_error(ids, mask, message):
         model(ids, attention_mask=mask)
     with pytest.raises(TypeError, match="nosuch"):
         model(torch.ones(1, 3, dtype=torch.long), nosuch=1)
+
+
+def test_scaled_token_embeddings_start_at_the_scale_of_the_coordinate_embedding():
+    """`scale_embedding` (default): embeddings drawn with std d^-1/2 and multiplied by sqrt(d), so a token's vector
+    has about the root-mean-square of P^t's unit sines and cosines (0.71), not BERT's 0.02; off: BERT's, unscaled."""
+    torch.manual_seed(0)
+    d = 256
+    scaled = UniversalTransformerModel(tiny(hidden_size=d, vocab_size=4000))
+    tokens = scaled.embeddings.weight[1:] * scaled.embedding_scale
+    assert abs(tokens.pow(2).mean().sqrt().item() - 1.0) < 0.02 and scaled.embedding_scale == 16.0
+    bert_like = UniversalTransformerModel(tiny(hidden_size=d, vocab_size=4000, scale_embedding=False))
+    assert bert_like.embedding_scale == 1.0
+    assert abs(bert_like.embeddings.weight[1:].std().item() - bert_like.config.initializer_range) < 0.002

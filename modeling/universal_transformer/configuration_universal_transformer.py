@@ -35,6 +35,12 @@ class UniversalTransformerConfig(PretrainedConfig):
             `"relative"`, a learned bias per head and clipped offset j - i added to the attention logits (Shaw et
             al. 2018, as a scalar per head) with the sinusoidal step signal still added; `"none"`, neither.
         max_relative_position (`int`, defaults to 16): offsets beyond +-this share one bias (`"relative"`).
+        scale_embedding (`bool`, defaults to `True`): token embeddings initialised with standard deviation
+            hidden_size^-1/2 and multiplied by hidden_size^1/2, as Vaswani et al. (§3.4) and the authors' code
+            (tensor2tensor) do, so that a token and the coordinate embedding P^t (sines and cosines of unit
+            amplitude) enter the first step at the same scale. False: BERT's embeddings (standard deviation
+            `initializer_range`, unscaled), which P^t outweighs about 35 to 1 at initialisation; with them the
+            model learns slowly and some seeds not at all (docs/recurrent_inductive_bias.md).
         use_act (`bool`, defaults to `False`): adaptive computation time (Graves 2016; Dehghani et al. §2.2): a
             sigmoid halting unit per position; a position halts at the first step where its cumulative halting
             probability reaches `act_threshold` (at `num_layers` steps at the latest), and its output is the states
@@ -70,6 +76,7 @@ class UniversalTransformerConfig(PretrainedConfig):
         is_causal=False,
         position_encoding="absolute",
         max_relative_position=16,
+        scale_embedding=True,
         use_act=False,
         act_threshold=0.99,
         act_accumulation="sum",
@@ -111,6 +118,7 @@ class UniversalTransformerConfig(PretrainedConfig):
         self.is_causal = is_causal
         self.position_encoding = position_encoding
         self.max_relative_position = max_relative_position
+        self.scale_embedding = scale_embedding
         self.use_act = use_act
         self.act_threshold = act_threshold
         self.act_accumulation = act_accumulation

@@ -2,8 +2,9 @@
 and its causal variant, the Sequential Universal Transformer of Abnar, Dehghani and Zuidema ("Transferring Inductive
 Biases through Knowledge Distillation", 2020).
 
-One post-LayerNorm transformer layer is applied T times with shared weights (Eq. 1-4). Before step t the coordinate
-embedding P^t (sinusoidal position i plus sinusoidal step t) is added to every state:
+The token embeddings, scaled by sqrt(d) as in Vaswani et al. (`scale_embedding`), are H^0. One post-LayerNorm
+transformer layer is applied T times with shared weights (Eq. 1-4). Before step t the coordinate embedding P^t
+(sinusoidal position i plus sinusoidal step t) is added to every state:
 
     A^t = LayerNorm(H^{t-1} + P^t + MultiHeadSelfAttention(H^{t-1} + P^t))
     H^t = LayerNorm(A^t + Transition(A^t))
@@ -147,10 +148,14 @@ class UniversalTransformerPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         """BERT's initialisation (normal(0, initializer_range) weights, zero biases, unit LayerNorms); the halting
-        unit's bias at `act_bias_init`."""
+        unit's bias at `act_bias_init`; scaled token embeddings (`scale_embedding`) at normal(0, hidden_size^-1/2)."""
         super()._init_weights(module)
         if isinstance(module, nn.Linear) and hasattr(module, "initial_bias"):
             init.constant_(module.bias, module.initial_bias)
+        if isinstance(module, nn.Embedding) and getattr(module, "scaled", False):
+            init.normal_(module.weight, mean=0.0, std=module.embedding_dim**-0.5)
+            if module.padding_idx is not None:
+                init.zeros_(module.weight[module.padding_idx])
 
 
 # what Trainer and tokenizers may pass that these models do not use, and the recorded outputs' flag (read by
@@ -211,6 +216,8 @@ class UniversalTransformerModel(UniversalTransformerPreTrainedModel):
     def __init__(self, config: UniversalTransformerConfig):
         super().__init__(config)
         self.embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.embeddings.scaled = config.scale_embedding
+        self.embedding_scale = config.hidden_size**0.5 if config.scale_embedding else 1.0
         self.layer = UniversalTransformerLayer(config)
         self.relative_bias = None
         if config.position_encoding == "relative":  # one scalar per head and clipped offset j - i
@@ -276,7 +283,8 @@ class UniversalTransformerModel(UniversalTransformerPreTrainedModel):
         if steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {steps}")
         _check_inputs(self.config, input_ids, inputs_embeds, attention_mask)
-        state = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        # token embeddings times sqrt(d) (`scale_embedding`); `inputs_embeds` are taken as they are
+        state = self.embeddings(input_ids) * self.embedding_scale if inputs_embeds is None else inputs_embeds
         bias = self.attention_bias(state, attention_mask)
 
         def step(state, t):
