@@ -12,11 +12,17 @@ three runs are `examples/run_classification.py` processes (the teacher evaluated
 and without `--teacher_model_name_or_path`), logged to OUTPUT_DIR/*.log; the comparison is written to
 OUTPUT_DIR/distillation.json and distillation.md. The distillation loss is r T^2 KL(teacher_T || student_T) +
 (1 - r) CE (Hinton et al. 2015; Abnar, Dehghani and Zuidema 2020 use T = 1, r = 0.9 for LSTM -> Transformer).
+
+`--seeds N` runs the students with seeds 0 .. N-1, each in OUTPUT_DIR/seed<n> (a seed whose distillation.json exists
+is kept, so an interrupted command resumes; the teacher's logits are computed once and copied), then writes the mean
+and standard deviation over the seeds of every number to OUTPUT_DIR/distillation_seeds.json and .md.
 """
 
 import argparse
 import json
 import os
+import shutil
+import statistics
 
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
 from lengthgen.release import accuracy_tables, calibration_tables
@@ -40,6 +46,68 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed_summary(per_seed: list[dict]) -> dict:
+    """{run: {"accuracy" | "ece": {split: {difficulty: {"mean", "std", "values"}}}}} over the seeds' results
+    (population standard deviation; a number missing from some seed is summarized over the others)."""
+    summary = {}
+    for run in per_seed[0]:
+        for metric in ("accuracy", "ece"):
+            tables = [results[run][metric] for results in per_seed]
+            for split in sorted({s for t in tables for s in t}):
+                for d in sorted({d for t in tables for d in t.get(split, {})}):
+                    values = [t[split][d] for t in tables if d in t.get(split, {})]
+                    summary.setdefault(run, {}).setdefault(metric, {}).setdefault(split, {})[d] = {
+                        "mean": statistics.fmean(values), "std": statistics.pstdev(values), "values": values}
+    return summary
+
+
+def summary_markdown(summary: dict) -> str:
+    runs = list(summary)
+    rows = ["| split | difficulty | " + " | ".join(f"{r} accuracy | {r} ECE" for r in runs) + " |",
+            "| --- | --- | " + " | ".join("--- | ---" for _ in runs) + " |"]
+    first = summary[runs[0]]["accuracy"]
+    for split in sorted(first):
+        for d in sorted(first[split], key=lambda d: (d != "all", int(d) if d.isdigit() else 0)):
+            cells = []
+            for r in runs:
+                for metric in ("accuracy", "ece"):
+                    cell = summary[r][metric].get(split, {}).get(d)
+                    cells.append(f"{cell['mean']:.3f} +- {cell['std']:.3f}" if cell else "")
+            rows.append(f"| {split} | {d} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def distill(args, training: list[str], seed: int, output_dir: str) -> dict:
+    """The teacher, the distilled student and the student alone with `seed`, in `output_dir`; their tables."""
+    data = ["--dataset_name", args.dataset_name]
+    data += ["--dataset_config_name", args.dataset_config_name] if args.dataset_config_name else []
+    data += ["--dataset_param", *args.dataset_param] if args.dataset_param else []
+    student = ["--config_name", args.student_config, "--seed", str(seed), "--do_train", "--do_eval", *training]
+    student += ["--config_overrides", args.student_overrides] if args.student_overrides else []
+    runs = {
+        "teacher": ["--model_name_or_path", args.teacher, "--do_eval"],
+        "distilled": [*student, "--teacher_model_name_or_path", args.teacher, "--distillation_temperature",
+                      str(args.temperature), "--distillation_weight", str(args.weight),
+                      "--teacher_logits_cache", os.path.join(output_dir, "teacher_logits.npy")],
+        "alone": student,
+    }
+    results = {}
+    for name, arguments in runs.items():
+        run_dir = os.path.join(output_dir, name)
+        print(f"{name}: examples/run_classification.py -> {run_dir}", flush=True)
+        metrics = run_script(CLASSIFICATION, [*arguments, *data, "--output_dir", run_dir],
+                             os.path.join(output_dir, f"{name}.log"), threads=args.threads)
+        results[name] = {"accuracy": accuracy_tables(metrics), "ece": calibration_tables(metrics)}
+    with open(os.path.join(output_dir, "distillation.json"), "w") as f:
+        json.dump({"teacher": args.teacher, "temperature": args.temperature, "weight": args.weight,
+                   "seed": seed, "training_arguments": training, "results": results}, f, indent=2)
+    table = markdown(results)
+    with open(os.path.join(output_dir, "distillation.md"), "w") as f:
+        f.write(table)
+    print(table)
+    return results
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--teacher", required=True, help="a trained classifier: folder or Hub id")
@@ -51,6 +119,8 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=1.0, help="T (default 1)")
     parser.add_argument("--weight", type=float, default=0.9, help="r (default 0.9)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="run seeds 0 .. N-1 in OUTPUT_DIR/seed<n> and summarize them (instead of --seed)")
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--threads", type=int, default=None, help="torch threads of each run")
     argv = list(argv) if argv is not None else None
@@ -62,33 +132,33 @@ def main(argv=None):
     for flag in ("--output_dir", "--seed", "--teacher_model_name_or_path", "--do_train", "--do_eval"):
         if flag in training:
             raise UsageError(f"{flag} is set by this script; pass it before `--` as this script's argument.")
-    data = ["--dataset_name", args.dataset_name]
-    data += ["--dataset_config_name", args.dataset_config_name] if args.dataset_config_name else []
-    data += ["--dataset_param", *args.dataset_param] if args.dataset_param else []
-    student = ["--config_name", args.student_config, "--seed", str(args.seed), "--do_train", "--do_eval", *training]
-    student += ["--config_overrides", args.student_overrides] if args.student_overrides else []
-    runs = {
-        "teacher": ["--model_name_or_path", args.teacher, "--do_eval"],
-        "distilled": [*student, "--teacher_model_name_or_path", args.teacher, "--distillation_temperature",
-                      str(args.temperature), "--distillation_weight", str(args.weight),
-                      "--teacher_logits_cache", os.path.join(args.output_dir, "teacher_logits.npy")],
-        "alone": student,
-    }
-    results = {}
-    for name, arguments in runs.items():
-        output_dir = os.path.join(args.output_dir, name)
-        print(f"{name}: examples/run_classification.py -> {output_dir}", flush=True)
-        metrics = run_script(CLASSIFICATION, [*arguments, *data, "--output_dir", output_dir],
-                             os.path.join(args.output_dir, f"{name}.log"), threads=args.threads)
-        results[name] = {"accuracy": accuracy_tables(metrics), "ece": calibration_tables(metrics)}
-    with open(os.path.join(args.output_dir, "distillation.json"), "w") as f:
+    if args.seeds is not None and args.seeds < 1:
+        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.seeds is None:
+        os.makedirs(args.output_dir, exist_ok=True)
+        return distill(args, training, args.seed, args.output_dir)
+    per_seed = []
+    for seed in range(args.seeds):
+        seed_dir = os.path.join(args.output_dir, f"seed{seed}")
+        record = os.path.join(seed_dir, "distillation.json")
+        if os.path.exists(record):  # finished: kept
+            with open(record) as f:
+                per_seed.append(json.load(f)["results"])
+            continue
+        os.makedirs(seed_dir, exist_ok=True)
+        cached = os.path.join(args.output_dir, "seed0", "teacher_logits.npy")
+        if seed and os.path.exists(cached) and not os.path.exists(os.path.join(seed_dir, "teacher_logits.npy")):
+            shutil.copy(cached, seed_dir)  # one teacher, one set of training inputs: its logits once
+        per_seed.append(distill(args, training, seed, seed_dir))
+    summary = seed_summary(per_seed)
+    with open(os.path.join(args.output_dir, "distillation_seeds.json"), "w") as f:
         json.dump({"teacher": args.teacher, "temperature": args.temperature, "weight": args.weight,
-                   "seed": args.seed, "training_arguments": training, "results": results}, f, indent=2)
-    table = markdown(results)
-    with open(os.path.join(args.output_dir, "distillation.md"), "w") as f:
+                   "seeds": args.seeds, "training_arguments": training, "summary": summary}, f, indent=2)
+    table = summary_markdown(summary)
+    with open(os.path.join(args.output_dir, "distillation_seeds.md"), "w") as f:
         f.write(table)
     print(table)
-    return results
+    return summary
 
 
 if __name__ == "__main__":

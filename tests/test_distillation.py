@@ -101,6 +101,7 @@ def test_run_distillation_compares_teacher_distilled_and_alone(tmp_path):
         (["--teacher", "./no/such/teacher"], "no/such/teacher"),
         (["--teacher", ".", "--student_config", "no/such/config"], "no such folder: no/such/config"),
         (["--teacher", ".", "--student_config", ".", "--", "--seed", "3"], "--seed is set by this script"),
+        (["--teacher", ".", "--student_config", ".", "--seeds", "0"], "--seeds must be at least 1"),
     ],
 )
 def test_run_distillation_mistakes_are_one_line(arguments, message, tmp_path):
@@ -112,3 +113,38 @@ def test_run_distillation_mistakes_are_one_line(arguments, message, tmp_path):
     result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "run_distillation.py"), *defaults,
                              *arguments], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_seed_summary_is_the_mean_and_spread_of_every_number():
+    import run_distillation
+
+    def run(acc, ece):
+        return {"accuracy": {"test": {"all": acc, "3": acc}}, "ece": {"test": {"all": ece, "3": ece}}}
+
+    per_seed = [{"teacher": run(1.0, 0.0), "alone": run(0.6, 0.3)}, {"teacher": run(1.0, 0.0), "alone": run(0.8, 0.1)}]
+    summary = run_distillation.seed_summary(per_seed)
+    alone = summary["alone"]["accuracy"]["test"]["all"]
+    assert alone["values"] == [0.6, 0.8] and abs(alone["mean"] - 0.7) < 1e-12 and abs(alone["std"] - 0.1) < 1e-12
+    assert summary["teacher"]["ece"]["test"]["3"]["std"] == 0.0
+    assert "| test | all | 1.000 +- 0.000 | 0.000 +- 0.000 | 0.700 +- 0.100 | 0.200 +- 0.100 |" in \
+        run_distillation.summary_markdown(summary)
+
+
+def test_run_distillation_seeds_keeps_finished_seeds_and_summarizes(tmp_path):
+    """A seed whose distillation.json exists is not run again (no process starts here: every seed is finished)."""
+    import run_distillation
+
+    train(tmp_path / "teacher")
+    for seed, acc in ((0, 0.5), (1, 0.7)):
+        (tmp_path / "d" / f"seed{seed}").mkdir(parents=True)
+        table = {"accuracy": {"test": {"all": acc}}, "ece": {"test": {"all": 1 - acc}}}
+        results = {"teacher": table, "distilled": table, "alone": table}
+        (tmp_path / "d" / f"seed{seed}" / "distillation.json").write_text(json.dumps({"results": results}))
+    summary = run_distillation.main(
+        ["--teacher", str(tmp_path / "teacher"), "--student_config", os.path.join(REPO, "hub_configs/ndr-ctl"),
+         *DATA[:4], "--output_dir", str(tmp_path / "d"), "--seeds", "2"]
+    )
+    assert abs(summary["distilled"]["accuracy"]["test"]["all"]["mean"] - 0.6) < 1e-12
+    saved = json.loads((tmp_path / "d" / "distillation_seeds.json").read_text())
+    assert saved["seeds"] == 2 and saved["summary"] == summary
+    assert not (tmp_path / "d" / "seed0" / "teacher").exists()
