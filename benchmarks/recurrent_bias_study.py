@@ -17,12 +17,11 @@ import argparse
 import json
 import os
 import shlex
-import statistics
 import time
 
 from lengthgen.cli import UsageError, run_command
 from lengthgen.presets import load_presets, load_table
-from lengthgen.release import accuracy_tables, calibration_tables
+from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
 from lengthgen.training.hardware import hardware
 from lengthgen.training.scripts import run_script
 
@@ -70,12 +69,7 @@ def summarize(runs: dict[str, list[dict]], split: str = "test") -> dict:
     for name, seeds in runs.items():
         entry = {"seeds": len(seeds)}
         for metric, tables in (("accuracy", accuracy_tables), ("ece", calibration_tables)):
-            per_seed = [tables(m).get(split, {}) for m in seeds]
-            for difficulty in sorted({d for table in per_seed for d in table}):
-                values = [table[difficulty] for table in per_seed if difficulty in table]
-                entry.setdefault(metric, {})[difficulty] = {
-                    "mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "values": values}
+            entry[metric] = spread_over_seeds([tables(m).get(split, {}) for m in seeds])
         summary[name] = entry
     return summary
 

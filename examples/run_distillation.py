@@ -22,10 +22,9 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
-from lengthgen.release import accuracy_tables, calibration_tables
+from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
 from lengthgen.training.scripts import run_script
 
 CLASSIFICATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_classification.py")
@@ -48,16 +47,14 @@ def markdown(results: dict) -> str:
 
 def seed_summary(per_seed: list[dict]) -> dict:
     """{run: {"accuracy" | "ece": {split: {difficulty: {"mean", "std", "values"}}}}} over the seeds' results
-    (population standard deviation; a number missing from some seed is summarized over the others)."""
+    (`spread_over_seeds`: sample standard deviation, as the recurrent-bias study's)."""
     summary = {}
     for run in per_seed[0]:
         for metric in ("accuracy", "ece"):
             tables = [results[run][metric] for results in per_seed]
-            for split in sorted({s for t in tables for s in t}):
-                for d in sorted({d for t in tables for d in t.get(split, {})}):
-                    values = [t[split][d] for t in tables if d in t.get(split, {})]
-                    summary.setdefault(run, {}).setdefault(metric, {}).setdefault(split, {})[d] = {
-                        "mean": statistics.fmean(values), "std": statistics.pstdev(values), "values": values}
+            splits = sorted({split for table in tables for split in table})
+            summary.setdefault(run, {})[metric] = {
+                split: spread_over_seeds([table.get(split, {}) for table in tables]) for split in splits}
     return summary
 
 

@@ -4,6 +4,7 @@ and the accuracy tables read back from its metrics."""
 import json
 import os
 import shlex
+import statistics
 import sys
 
 RUN_RECORD = "lengthgen_run.json"
@@ -70,3 +71,15 @@ def accuracy_tables(metrics: dict) -> dict:
 def calibration_tables(metrics: dict) -> dict:
     """Expected calibration error per split and difficulty: run_classification's `eval_{split}_ece[_dN]`."""
     return metric_tables(metrics, ("_ece",))
+
+
+def spread_over_seeds(tables: list[dict]) -> dict:
+    """{difficulty: {"mean", "std", "values"}} over several seeds' {difficulty: value} tables: the mean and the sample
+    standard deviation (0 for one seed) of each difficulty's values, a difficulty missing from some seeds taken over
+    the others."""
+    spread = {}
+    for difficulty in sorted({d for table in tables for d in table}):
+        values = [table[difficulty] for table in tables if difficulty in table]
+        spread[difficulty] = {"mean": statistics.fmean(values),
+                              "std": statistics.stdev(values) if len(values) > 1 else 0.0, "values": values}
+    return spread

@@ -124,9 +124,10 @@ def test_seed_summary_is_the_mean_and_spread_of_every_number():
     per_seed = [{"teacher": run(1.0, 0.0), "alone": run(0.6, 0.3)}, {"teacher": run(1.0, 0.0), "alone": run(0.8, 0.1)}]
     summary = run_distillation.seed_summary(per_seed)
     alone = summary["alone"]["accuracy"]["test"]["all"]
-    assert alone["values"] == [0.6, 0.8] and abs(alone["mean"] - 0.7) < 1e-12 and abs(alone["std"] - 0.1) < 1e-12
+    # sample standard deviation of 0.6 and 0.8: sqrt(((-0.1)^2 + 0.1^2) / (2 - 1)) = sqrt(0.02)
+    assert alone["values"] == [0.6, 0.8] and abs(alone["mean"] - 0.7) < 1e-12 and abs(alone["std"] - 0.02**0.5) < 1e-12
     assert summary["teacher"]["ece"]["test"]["3"]["std"] == 0.0
-    assert "| test | all | 1.000 +- 0.000 | 0.000 +- 0.000 | 0.700 +- 0.100 | 0.200 +- 0.100 |" in \
+    assert "| test | all | 1.000 +- 0.000 | 0.000 +- 0.000 | 0.700 +- 0.141 | 0.200 +- 0.141 |" in \
         run_distillation.summary_markdown(summary)
 
 
