@@ -74,25 +74,26 @@ def make_batch(args, length, generator):
 DATASHEET_BF16_PEAK = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12}
 
 
-def training_step(model, optimizer, inputs, bf16=False):
-    device = inputs["input_ids"].device.type
-    with torch.autocast(device, torch.bfloat16, enabled=bf16):
+def forward_backward(model, inputs, bf16=False):
+    """The loss under bf16 autocast (when asked) and its gradients."""
+    with torch.autocast(inputs["input_ids"].device.type, torch.bfloat16, enabled=bf16):
         loss = model(**inputs).loss
     loss.backward()
+
+
+def training_step(model, optimizer, inputs, bf16=False):
+    forward_backward(model, inputs, bf16)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    if device == "cuda":
+    if inputs["input_ids"].device.type == "cuda":
         torch.cuda.synchronize()
 
 
 def step_flops(model, inputs, bf16=False) -> int:
     """FLOPs of one forward + backward pass: matrix products and attention counted by PyTorch, plus the recurrent
     layers' products (cuDNN's RNN kernels are not counted), 2 per weight and token forward and 4 backward."""
-    device = inputs["input_ids"].device.type
     with FlopCounterMode(display=False) as counter:
-        with torch.autocast(device, torch.bfloat16, enabled=bf16):
-            loss = model(**inputs).loss
-        loss.backward()
+        forward_backward(model, inputs, bf16)
     model.zero_grad(set_to_none=True)
     recurrent_weights = sum(p.numel() for m in model.modules() if isinstance(m, torch.nn.RNNBase)
                             for name, p in m.named_parameters() if name.startswith("weight"))

@@ -195,7 +195,8 @@ def measure_end_to_end(args):
     results = {}
     base = "softmax + relative"
     for shape, (hub_config, n, batch_size) in SHAPES.items():
-        cases = [("train", n, args.train_batch_size or batch_size)] + [("eval", length, args.eval_batch_size) for length in args.eval_lengths]
+        cases = [("train", n, args.train_batch_size or batch_size),
+                 *[("eval", length, args.eval_batch_size) for length in args.eval_lengths]]
         models = {name: ndr_model(hub_config, {**args.overrides, **changes}, args.device)
                   for name, changes in VARIANTS.items()}
         for mode, length, batch in cases:

@@ -106,6 +106,11 @@ def get_last_checkpoint_or_none(output_dir: str) -> str | None:
     return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
 
 
+def on_gpu(preset: Preset) -> bool:
+    """Paper-scale presets train on the GPU when there is one; every other run on the CPU."""
+    return preset.paper_scale and torch.cuda.is_available()
+
+
 def script_arguments(name: str, preset: Preset, output_dir: str, precision: str, trained: bool = False,
                      max_train_seconds: float | None = None) -> list[str]:
     """The example script's command line for this preset; once `trained`, one that evaluates the trained model."""
@@ -120,7 +125,7 @@ def script_arguments(name: str, preset: Preset, output_dir: str, precision: str,
         *(["--dataset_param", *preset.dataset_params] if preset.dataset_params else []),
         "--output_dir", output_dir,
         *([] if trained else ["--do_train"]), "--do_eval",
-        *([] if preset.paper_scale and torch.cuda.is_available() else ["--use_cpu"]),  # paper scale: on the GPU
+        *([] if on_gpu(preset) else ["--use_cpu"]),
         "--seed", "0", "--dataloader_num_workers", "0",
         "--eval_strategy", "steps", "--save_strategy", "steps", "--save_total_limit", "2",
         "--logging_steps", "100", "--per_device_eval_batch_size", "256", "--report_to", "tensorboard",
@@ -212,10 +217,10 @@ def reproduce(name: str, output_root: str, precision: str | None = None, results
     """Train (or resume) and evaluate preset `name`, write its results JSON and plot. With `max_train_seconds`, training
     stops before that budget with a checkpoint, and the results are those of the model so far (`finished`: false)."""
     preset = PRESETS[name]
-    on_gpu = preset.paper_scale and torch.cuda.is_available()
-    precision = precision or ("auto" if on_gpu else preset.cpu_precision)
+    device = "cuda" if on_gpu(preset) else "cpu"
+    precision = precision or ("auto" if device == "cuda" else preset.cpu_precision)
     if precision == "auto":
-        precision = auto_precision("cuda" if on_gpu else "cpu")
+        precision = auto_precision(device)
     output_dir = os.path.join(output_root, name)
     trained = training_finished(output_dir, preset)
     argv = script_arguments(name, preset, output_dir, precision, trained, max_train_seconds)
@@ -350,8 +355,8 @@ def results_table(results_dir: str = RESULTS_DIR) -> str:
         with open(os.path.join(results_dir, file)) as f:
             r = json.load(f)
         base = (r.get("baseline") or {}).get("accuracy", {})
-        on_gpu = r["hardware"].get("gpu") and "--use_cpu" not in r["script_arguments"]
-        device = r["hardware"]["gpu"] if on_gpu else f"{r['hardware']['cpu'].replace('(R)', '')} ({r['hardware']['cpu_capability']})"
+        trained_on_gpu = r["hardware"].get("gpu") and "--use_cpu" not in r["script_arguments"]
+        device = r["hardware"]["gpu"] if trained_on_gpu else f"{r['hardware']['cpu'].replace('(R)', '')} ({r['hardware']['cpu_capability']})"
         where = f"{device}, {r['precision']}"
         for split, table in r["accuracy"].items():
             if split == "train":
