@@ -14,14 +14,14 @@ OUTPUT_DIR/distillation.json and distillation.md. The distillation loss is r T^2
 (1 - r) CE (Hinton et al. 2015; Abnar, Dehghani and Zuidema 2020 use T = 1, r = 0.9 for LSTM -> Transformer).
 
 `--seeds N` runs the students with seeds 0 .. N-1, each in OUTPUT_DIR/seed<n> (a seed whose distillation.json exists
-is kept, so an interrupted command resumes; the teacher's logits are computed once and copied), then writes the mean
-and standard deviation over the seeds of every number to OUTPUT_DIR/distillation_seeds.json and .md.
+is kept, so an interrupted command resumes; the teacher is evaluated and its logits computed once, in
+OUTPUT_DIR/teacher_logits.npy), then writes the mean and sample standard deviation over the seeds of every number
+to OUTPUT_DIR/distillation_seeds.json and .md.
 """
 
 import argparse
 import json
 import os
-import shutil
 
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
 from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
@@ -30,17 +30,18 @@ from lengthgen.training.scripts import run_script
 CLASSIFICATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_classification.py")
 
 
-def markdown(results: dict) -> str:
-    runs = list(results)
-    splits = sorted({s for r in results.values() for s in r["accuracy"]})
+def markdown(tables: dict, cell=lambda value: f"{value:.3f}") -> str:
+    """{run: {"accuracy" | "ece": {split: {difficulty: entry}}}} as one row per split and difficulty, `cell` writing
+    an entry (a number, or a summary over seeds) and an empty cell where a run lacks it."""
+    runs = list(tables)
     lines = ["| split | difficulty | " + " | ".join(f"{r} accuracy | {r} ECE" for r in runs) + " |",
              "| --- | --- | " + " | ".join("--- | ---" for _ in runs) + " |"]
-    for split in splits:
-        keys = sorted({d for r in results.values() for d in r["accuracy"].get(split, {})},
+    for split in sorted({s for r in tables.values() for s in r["accuracy"]}):
+        keys = sorted({d for r in tables.values() for d in r["accuracy"].get(split, {})},
                       key=lambda d: (d != "all", int(d) if d.isdigit() else 0))
         for d in keys:
-            cells = [f"{results[r]['accuracy'].get(split, {}).get(d, float('nan')):.3f} | "
-                     f"{results[r]['ece'].get(split, {}).get(d, float('nan')):.3f}" for r in runs]
+            cells = [cell(entry) if (entry := tables[r][metric].get(split, {}).get(d)) is not None else ""
+                     for r in runs for metric in ("accuracy", "ece")]
             lines.append(f"| {split} | {d} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -59,23 +60,13 @@ def seed_summary(per_seed: list[dict]) -> dict:
 
 
 def summary_markdown(summary: dict) -> str:
-    runs = list(summary)
-    rows = ["| split | difficulty | " + " | ".join(f"{r} accuracy | {r} ECE" for r in runs) + " |",
-            "| --- | --- | " + " | ".join("--- | ---" for _ in runs) + " |"]
-    first = summary[runs[0]]["accuracy"]
-    for split in sorted(first):
-        for d in sorted(first[split], key=lambda d: (d != "all", int(d) if d.isdigit() else 0)):
-            cells = []
-            for r in runs:
-                for metric in ("accuracy", "ece"):
-                    cell = summary[r][metric].get(split, {}).get(d)
-                    cells.append(f"{cell['mean']:.3f} +- {cell['std']:.3f}" if cell else "")
-            rows.append(f"| {split} | {d} | " + " | ".join(cells) + " |")
-    return "\n".join(rows) + "\n"
+    return markdown(summary, cell=lambda entry: f"{entry['mean']:.3f} +- {entry['std']:.3f}")
 
 
-def distill(args, training: list[str], seed: int, output_dir: str) -> dict:
-    """The teacher, the distilled student and the student alone with `seed`, in `output_dir`; their tables."""
+def distill(args, training: list[str], seed: int, output_dir: str, logits_cache: str, teacher: dict | None = None):
+    """The teacher, the distilled student and the student alone with `seed`, in `output_dir`; their tables. The
+    teacher's training-set logits are read from or written to `logits_cache`; `teacher`, its tables from an earlier
+    seed, saves evaluating it again."""
     data = ["--dataset_name", args.dataset_name]
     data += ["--dataset_config_name", args.dataset_config_name] if args.dataset_config_name else []
     data += ["--dataset_param", *args.dataset_param] if args.dataset_param else []
@@ -85,11 +76,13 @@ def distill(args, training: list[str], seed: int, output_dir: str) -> dict:
         "teacher": ["--model_name_or_path", args.teacher, "--do_eval"],
         "distilled": [*student, "--teacher_model_name_or_path", args.teacher, "--distillation_temperature",
                       str(args.temperature), "--distillation_weight", str(args.weight),
-                      "--teacher_logits_cache", os.path.join(output_dir, "teacher_logits.npy")],
+                      "--teacher_logits_cache", logits_cache],
         "alone": student,
     }
-    results = {}
+    results = {"teacher": teacher} if teacher is not None else {}
     for name, arguments in runs.items():
+        if name in results:
+            continue
         run_dir = os.path.join(output_dir, name)
         print(f"{name}: examples/run_classification.py -> {run_dir}", flush=True)
         metrics = run_script(CLASSIFICATION, [*arguments, *data, "--output_dir", run_dir],
@@ -131,9 +124,10 @@ def main(argv=None):
             raise UsageError(f"{flag} is set by this script; pass it before `--` as this script's argument.")
     if args.seeds is not None and args.seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
+    os.makedirs(args.output_dir, exist_ok=True)
+    logits_cache = os.path.join(args.output_dir, "teacher_logits.npy")  # one teacher, one training set: once
     if args.seeds is None:
-        os.makedirs(args.output_dir, exist_ok=True)
-        return distill(args, training, args.seed, args.output_dir)
+        return distill(args, training, args.seed, args.output_dir, logits_cache)
     per_seed = []
     for seed in range(args.seeds):
         seed_dir = os.path.join(args.output_dir, f"seed{seed}")
@@ -143,10 +137,8 @@ def main(argv=None):
                 per_seed.append(json.load(f)["results"])
             continue
         os.makedirs(seed_dir, exist_ok=True)
-        cached = os.path.join(args.output_dir, "seed0", "teacher_logits.npy")
-        if seed and os.path.exists(cached) and not os.path.exists(os.path.join(seed_dir, "teacher_logits.npy")):
-            shutil.copy(cached, seed_dir)  # one teacher, one set of training inputs: its logits once
-        per_seed.append(distill(args, training, seed, seed_dir))
+        teacher = per_seed[0]["teacher"] if per_seed else None
+        per_seed.append(distill(args, training, seed, seed_dir, logits_cache, teacher))
     summary = seed_summary(per_seed)
     with open(os.path.join(args.output_dir, "distillation_seeds.json"), "w") as f:
         json.dump({"teacher": args.teacher, "temperature": args.temperature, "weight": args.weight,
