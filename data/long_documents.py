@@ -1,5 +1,5 @@
 """Long-document corpora for window-level recurrence (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained Transformers", 2020,
-§5): PG-19 and WikiText-103 (raw), as datasets with one whole document per row (columns `name`, `text`).
+§5): PG-19 and WikiText-103 (raw), and the King James Bible (installed from Debian, `lengthgen.data.kjv`), as datasets with one whole document per row (columns `name`, `text`).
 
 Sources, for both corpora:
 
@@ -26,7 +26,9 @@ import re
 
 import datasets
 
-CORPORA = ("pg19", "wikitext103")
+from lengthgen.data.kjv import kjv_books
+
+CORPORA = ("pg19", "wikitext103", "kjv")
 SPLITS = ("train", "validation", "test")
 WIKITEXT_FILES = {"train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw"}
 # An article starts with a top-level heading " = Title = "; section headings have two or more "=" (" = = Life = = ").
@@ -138,12 +140,19 @@ def load_documents(
 ) -> dict:
     """`{split: dataset of whole documents}` from the Hub (`dataset_name`) or local `data_files` (`{split: path}`).
 
-    corpus: "pg19" (a row or a file is a book) or "wikitext103" (lines re-assembled into articles).
+    corpus: "pg19" (a row or a file is a book), "wikitext103" (lines re-assembled into articles) or "kjv" (the King
+        James Bible, one book per document, from Debian's `bible-kjv` package when no dataset or files are given:
+        `lengthgen.data.kjv`; otherwise read like PG-19).
     streaming: return `IterableDataset`s (for PG-19's size); the texts are read as they are consumed.
     max_train_books: keep the first N training books by file name (PG-19, §5: 1,250).
     """
     if corpus not in CORPORA:
         raise ValueError(f"corpus must be one of {CORPORA}, got {corpus!r}")
+    if corpus == "kjv" and dataset_name is None and not data_files:
+        books = kjv_books()
+        return {split: datasets.Dataset.from_list([{"name": b["name"], "text": b["text"]} for b in books
+                                                   if b["split"] == split], features=DOCUMENT_FEATURES)
+                for split in SPLITS}
     if (dataset_name is None) == (not data_files):
         raise ValueError("Give either a dataset name or local data files, not both and not neither.")
     if data_files:

@@ -20,6 +20,8 @@ from .ndr import (
     geometric_attention_weights,
 )
 from .recurrence import (
+    CausalLMWithRecurrence,
+    CausalLMWithRecurrenceConfig,
     GPT2WithRecurrence,
     GPT2WithRecurrenceConfig,
     RecurrentState,
@@ -39,6 +41,7 @@ for config_class, model_classes in (
     (IBertConfig, {AutoModel: IBertModel, AutoModelForMaskedLM: IBertForMaskedLM,
                    AutoModelForSequenceClassification: IBertForSequenceClassification}),
     (NDRConfig, {AutoModel: NDRModel, AutoModelForSequenceClassification: NDRForSequenceClassification}),
+    (CausalLMWithRecurrenceConfig, {AutoModelForCausalLM: CausalLMWithRecurrence}),
     (GPT2WithRecurrenceConfig, {AutoModelForCausalLM: GPT2WithRecurrence}),
     (RobertaWithRecurrenceConfig, {AutoModelForQuestionAnswering: RobertaWithRecurrenceForQuestionAnswering}),
     (LSTMClassifierConfig, {AutoModelForSequenceClassification: LSTMForSequenceClassification}),
@@ -50,6 +53,8 @@ for config_class, model_classes in (
         auto_class.register(config_class, model_class, exist_ok=True)
 
 __all__ = [
+    "CausalLMWithRecurrence",
+    "CausalLMWithRecurrenceConfig",
     "GPT2WithRecurrence",
     "GPT2WithRecurrenceConfig",
     "IBertConfig",

@@ -1,14 +1,21 @@
-from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig, check_overlap
+from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig
+from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
 from .configuration_roberta_recurrent import RobertaWithRecurrenceConfig
-from .modeling_gpt2_recurrent import GPT2WithRecurrence, RecurrentCausalLMOutput, RecurrentState
+from .modeling_causal_lm_recurrent import CausalLMWithRecurrence
+from .modeling_gpt2_recurrent import GPT2WithRecurrence
+from .recurrence_module import RecurrentCausalLMOutput, RecurrentState, check_overlap
 from .modeling_roberta_recurrent import RecurrentQuestionAnsweringOutput, RobertaWithRecurrenceForQuestionAnswering
 
+CausalLMWithRecurrenceConfig.register_for_auto_class()
+CausalLMWithRecurrence.register_for_auto_class("AutoModelForCausalLM")
 GPT2WithRecurrenceConfig.register_for_auto_class()
 GPT2WithRecurrence.register_for_auto_class("AutoModelForCausalLM")
 RobertaWithRecurrenceConfig.register_for_auto_class()
 RobertaWithRecurrenceForQuestionAnswering.register_for_auto_class("AutoModelForQuestionAnswering")
 
 __all__ = [
+    "CausalLMWithRecurrence",
+    "CausalLMWithRecurrenceConfig",
     "GPT2WithRecurrence",
     "GPT2WithRecurrenceConfig",
     "RecurrentCausalLMOutput",

@@ -3,16 +3,7 @@ Transformers", §3)."""
 
 from transformers import GPT2Config
 
-from .recurrence_module import check_recurrence_fields
-
-
-def check_overlap(window_size: int, overlap: int) -> None:
-    """The one check of a window and its overlap (config, model call, FLOPs count, data windows): T >= 1 and
-    0 <= o < T, so that every window has at least one new token."""
-    if window_size < 1:
-        raise ValueError(f"window_size must be at least 1, got {window_size}")
-    if not 0 <= overlap < window_size:
-        raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
+from .recurrence_module import check_overlap, check_recurrence_fields
 
 
 class GPT2WithRecurrenceConfig(GPT2Config):

@@ -1,6 +1,6 @@
 """Forward FLOPs per predicted token of a GPT-2 run in windows (Tables 1-2's FLOPs/token column)."""
 
-from .configuration_gpt2_recurrent import check_overlap
+from .recurrence_module import check_overlap
 
 
 def flops_per_token(config, window: int, overlap: int = 0) -> float:

@@ -4,12 +4,16 @@ key and value of the next window), whole-window gradient checkpointing and the r
 (`WindowRecurrenceMixin`), and the checks of the recurrence config fields and of the inputs."""
 
 import os
+from dataclasses import dataclass
 from functools import partial
 
 import torch
 import torch.utils.checkpoint
 from torch import nn
+from torch.nn import functional as F
 from transformers import initialization as init
+from transformers.utils import ModelOutput
+
 
 POOLINGS = ("layer_weighted", "last_layer")
 
@@ -24,6 +28,15 @@ def check_recurrence_fields(insertion_layer: int, num_layers: int, layers_name: 
         raise ValueError("recurrence_num_hidden_layers must be >= 0 and recurrence_hidden_size >= 1")
     if recurrence_pooling not in POOLINGS:
         raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
+
+
+def check_overlap(window_size: int, overlap: int) -> None:
+    """The one check of a window and its overlap (config, model call, FLOPs count, data windows): T >= 1 and
+    0 <= o < T, so that every window has at least one new token."""
+    if window_size < 1:
+        raise ValueError(f"window_size must be at least 1, got {window_size}")
+    if not 0 <= overlap < window_size:
+        raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
 
 
 def values_are_free(tensor: torch.Tensor) -> bool:
@@ -74,6 +87,182 @@ class WindowRecurrenceMixin:
         """The backbone's initialisation, then `RecurrenceModule.initialize` for the recurrence module's parameters."""
         super()._init_weights(module)
         self.recurrence.initialize(module)
+
+
+@dataclass
+class RecurrentState(ModelOutput):
+    """
+    What a call leaves for the next one.
+
+    window_index: index of the window that the next tokens extend (0 = the first window, which has no h_prev).
+    h_prev: what carries into that window: h_prev `(batch, hidden)` (or the read memory `(batch, m, hidden)` of a model
+        with memory tokens), None for window 0 of an h_prev model or without recurrence.
+    window_tokens: `(batch, t)` the tokens that window already holds (t < window_size), overlap included.
+    last_logits: `(batch, vocab)` logits at the last token so far: they predict the next call's first token.
+    """
+
+    window_index: int = 0
+    h_prev: torch.Tensor | None = None
+    window_tokens: torch.Tensor | None = None
+    last_logits: torch.Tensor | None = None
+
+
+@dataclass
+class RecurrentCausalLMOutput(ModelOutput):
+    """
+    loss: mean next-token cross-entropy over the tokens predicted in this call (with a `recurrent_state`, the first
+        token is predicted from the previous call's last logits).
+    num_predicted_tokens: how many tokens `loss` averages over.
+    logits: `(batch, length, vocab)`, one row per input token, each from the window that owns the token.
+    recurrent_state: pass it to the next call to continue the document.
+    """
+
+    loss: torch.Tensor | None = None
+    num_predicted_tokens: int | None = None
+    logits: torch.Tensor | None = None
+    recurrent_state: RecurrentState | None = None
+
+
+
+class RecurrentCausalLMMixin(WindowRecurrenceMixin):
+    """A causal LM that reads any number of tokens in windows (§3.1): the loss accounting over windows, the state that
+    carries a document from one call to the next, and `generate` across windows. The model provides
+    `run_window(window_ids, h_prev, stride, summarize) -> (final hidden states, next h_prev or None)` and
+    `get_output_embeddings()`. Put it before the `PreTrainedModel` base."""
+
+    def _check_inputs(self, input_ids: torch.Tensor, recurrent_state: "RecurrentState | None"):
+        check_input_ids(input_ids, "batch_size, sequence_length", self.config.vocab_size)
+        if recurrent_state is not None and recurrent_state.window_tokens is not None:
+            if recurrent_state.window_tokens.shape[0] != input_ids.shape[0]:
+                raise ValueError(
+                    f"recurrent_state holds {recurrent_state.window_tokens.shape[0]} sequences, input_ids "
+                    f"{input_ids.shape[0]}"
+                )
+
+    def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, attention_mask=None, **kwargs):
+        """`generate` feeds the whole prompt once, then one new token per step with the recurrent state, which holds
+        the unfinished window (so each step costs at most one window, and generation runs across windows). Prompts
+        must be unpadded: a padded prompt would be continued after its padding."""
+        if recurrent_state is None and attention_mask is not None and not bool(attention_mask.bool().all()):
+            raise ValueError("generate takes prompts without padding (generate each prompt on its own): a padded "
+                             "prompt would be continued after its padding.")
+        if recurrent_state is not None:
+            input_ids = input_ids[:, -1:]
+        return {"input_ids": input_ids, "recurrent_state": recurrent_state}
+
+    def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
+        model_kwargs["recurrent_state"] = outputs.recurrent_state
+        return model_kwargs
+
+
+    def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool, stride: int,
+                    all_logits: bool = True):
+        """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
+        `all_logits`), the summed loss of `targets` (the labels those logits predict, possibly fewer), and h_prev for
+        the next window, pooled over the window's first `stride` tokens (those the next window does not repeat)."""
+        hidden, next_h_prev = self.run_window(window_ids, h_prev, stride, summarize)
+        logits = self.get_output_embeddings()(hidden[:, owned_from:])
+        loss_sum = None
+        if targets is not None:
+            predicted = logits[:, : targets.shape[1]]
+            loss_sum = F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(), targets.reshape(-1),
+                                       ignore_index=-100, reduction="sum")
+        return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
+
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        recurrent_state: RecurrentState | None = None,
+        overlap: int | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> RecurrentCausalLMOutput | tuple:
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): any length; read in windows.
+        attention_mask (`torch.LongTensor` of the same shape, *optional*): 1 for tokens, 0 for padding, which must be on
+            the right (documents of different lengths in one batch). Padding never reaches a real token: attention is
+            causal and a window that holds padding is followed only by padding. Its labels are ignored.
+        labels (`torch.LongTensor`, *optional*): usually `input_ids`; label t is predicted from position t - 1 (the
+            shift is done here), -100 is ignored. With a `recurrent_state`, label 0 is predicted from the previous
+            call's last logits, so chunked calls count every token once, like one call.
+        recurrent_state (`RecurrentState`, *optional*): the previous call's, to continue the same documents.
+        overlap (`int`, *optional*): read with this overlap instead of `config.overlap` (the baseline of Tables 1-2
+            evaluated at several overlaps; a recurrent model is meant to be read at the overlap it was trained with,
+            §4.2). Pass the same value in every call of one document.
+
+        With gradient checkpointing on in training (§3.2), each window is recomputed in the backward pass and only its
+        inputs, h_prev and its loss are kept, so memory does not grow with the number of windows beyond those; the
+        per-token logits are then not returned (`logits` holds only the last position's).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        self._check_inputs(input_ids, recurrent_state)
+        if labels is not None and tuple(labels.shape) != tuple(input_ids.shape):
+            raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(input_ids.shape)}")
+        check_attention_mask(attention_mask, input_ids)
+        if attention_mask is not None:
+            mask = attention_mask.bool()
+            if values_are_free(mask) and (mask[:, 1:] & ~mask[:, :-1]).any():
+                raise ValueError("attention_mask must be 1s then 0s in every row: pad documents on the right.")
+            if labels is not None:
+                labels = labels.masked_fill(~mask, -100)
+        state = recurrent_state or RecurrentState()
+        window = self.config.window_size
+        overlap = self.config.overlap if overlap is None else overlap
+        check_overlap(window, overlap)
+        stride = window - overlap
+        held = state.window_tokens if state.window_tokens is not None else input_ids[:, :0]
+        tokens = torch.cat([held, input_ids], dim=1)  # from the start of the current window on
+        new_from = held.shape[1]  # positions before this were output by an earlier call
+        window_index, h_prev = state.window_index, state.h_prev
+        checkpointing = self.gradient_checkpointing and self.training
+
+        # labels by position in `tokens`; the logits at position p predict the label at p + 1
+        loss_sum, count = None, None
+        if labels is not None:
+            shifted = F.pad(labels, (new_from, 1), value=-100)[:, 1:]  # shifted[:, p] = label of p + 1
+            count = int((labels[:, 1:] != -100).sum())
+            loss_sum = torch.zeros((), device=input_ids.device)
+            if state.last_logits is not None:
+                count += int((labels[:, :1] != -100).sum())
+                loss_sum = loss_sum + F.cross_entropy(state.last_logits.float(), labels[:, 0], ignore_index=-100,
+                                                      reduction="sum")
+
+        pieces, start = [], 0
+        while True:
+            end = min(start + window, tokens.shape[1])
+            owned_from = max(overlap if window_index > 0 else 0, new_from - start)  # window-local
+            summarize = end - start == window and self.config.use_recurrence
+            targets = shifted[:, start + owned_from:end] if labels is not None else None
+            if owned_from < end - start or summarize:
+                step = (tokens[:, start:end], h_prev, owned_from, targets, summarize, stride, not checkpointing)
+                if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
+                    logits, window_loss, next_h_prev = self._gradient_checkpointing_func(self.window_step, *step)
+                else:
+                    logits, window_loss, next_h_prev = self.window_step(*step)
+                if owned_from < end - start:
+                    pieces.append(logits)
+                    if window_loss is not None:
+                        loss_sum = loss_sum + window_loss
+            if end - start < window:  # an unfinished window: the next call extends it
+                break
+            # a full window: its summary h_prev stands for everything before the next window's first new token
+            h_prev = next_h_prev if self.config.use_recurrence else None
+            window_index += 1
+            start += stride
+            if start + overlap >= tokens.shape[1]:  # the next window has no new token yet
+                break
+        logits = torch.cat(pieces, dim=1)
+        next_state = RecurrentState(
+            window_index=window_index, h_prev=h_prev, window_tokens=tokens[:, start:], last_logits=logits[:, -1]
+        )
+        loss = loss_sum / max(count, 1) if labels is not None else None
+        output = RecurrentCausalLMOutput(loss=loss, num_predicted_tokens=count, logits=logits,
+                                         recurrent_state=next_state)
+        return output if return_dict else output.to_tuple()
+
 
 
 class RecurrenceModule(nn.Module):
@@ -131,9 +320,13 @@ class RecurrenceModule(nn.Module):
 
 __all__ = [
     "POOLINGS",
+    "RecurrentCausalLMMixin",
+    "RecurrentCausalLMOutput",
+    "RecurrentState",
     "RecurrenceModule",
     "WindowRecurrenceMixin",
     "check_attention_mask",
     "check_input_ids",
+    "check_overlap",
     "check_recurrence_fields",
 ]

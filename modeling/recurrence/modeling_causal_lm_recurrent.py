@@ -1,0 +1,235 @@
+"""Any causal language model with window-level recurrence (Yoshida, Ettinger and Gimpel 2020, §3), or with memory
+tokens (the Recurrent Memory Transformer of Bulatov, Kuratov and Burtsev 2022, the baseline a user would pick instead).
+
+`CausalLMWithRecurrence` wraps an unmodified transformers causal LM of any family that has a list of decoder layers
+and the attention interface (Llama, Qwen2, Mistral, Phi, GPT-NeoX, GPT-2, ...) and reads its input in windows of T
+tokens with stride T - o, as `GPT2WithRecurrence` does for GPT-2: window 1 is the unmodified model; every decoder
+layer's output of window i is pooled over the positions window i + 1 does not repeat (Eq. 1), a small feed-forward
+network maps the pooled z_i to h_prev, and h_prev enters window i + 1 at layer l_ins as one extra key and value. The
+model's own forward runs every window (its embeddings, masks, rotary embeddings, attention implementation and final
+norm); at layer l_ins two hooks put h_prev before the window's first position and take its output away again, so no
+family's attention is copied.
+
+Where h_prev sits in position. The paper adds it to GPT-2, whose positions are learned embeddings added to the input:
+a vector inserted at layer l_ins has no position at all. In a rotary family every key is rotated by its position, and
+"no rotation" means position 0, the same place as the window's first token. Here h_prev is rotated as position -1:
+it stands for the text that ends just before the window, so a query at position i sees it at distance i + 1, where
+the previous window's last token would be in one long sequence (tested against the unmodified model fed h_prev as an
+input one position before the window). A window with h_prev then spans T + 1 positions, which must fit the model's.
+
+Memory tokens (`num_memory_tokens` = m > 0, instead of h_prev): the input of window i is [read memory (m vectors),
+the window's token embeddings, write memory (m learned embeddings)]; causal attention lets every token read the
+memory and the write positions read the whole window; the last hidden states at the write positions are window
+i + 1's read memory, window 1 reads the learned embeddings. The memory tokens take ordinary positions (0..m-1 and
+after the window), as in the RMT's decoder code.
+
+Streaming, generation, padding and gradient checkpointing are `RecurrentCausalLMMixin`'s (shared with GPT-2): a call
+carries `recurrent_state` to the next, `generate` continues across windows (each step recomputes the unfinished
+window: the extra key at one layer would give the layers' key-value caches different lengths, so no cache is kept),
+documents are right-padded, and gradient checkpointing keeps only each window's inputs.
+
+This file imports only torch, transformers and its own folder, so checkpoints load with `trust_remote_code=True`.
+"""
+
+import inspect
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+
+from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, check_window_positions
+from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin
+
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+
+
+def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
+    """The list of decoder layers of a causal LM's base model (Llama's `model.layers`, GPT-2's `transformer.h`), or a
+    ValueError naming the family."""
+    base, count = model.base_model, model.config.num_hidden_layers
+    lists = [m for m in base.children() if isinstance(m, nn.ModuleList) and len(m) == count]
+    if len(lists) != 1:
+        raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: its base model "
+                         f"has no single list of {count} decoder layers")
+    if not any(type(m).__name__.endswith("Attention") for m in lists[0][0].modules()):
+        raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: its decoder layers "
+                         "have no self-attention to take h_prev as a key and value")
+    return lists[0]
+
+
+class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, GenerationMixin):
+    """A causal LM of any family reading any number of tokens in windows, with h_prev (or memory tokens) carried
+    between windows. `decoder` is the unmodified model."""
+
+    config_class = CausalLMWithRecurrenceConfig
+    base_model_prefix = "decoder"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _is_stateful = True  # the state is `recurrent_state`, not a key-value cache
+    accepts_loss_kwargs = False  # `loss` is the mean over this call's tokens; Trainer scales it for accumulation
+
+    def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):
+        super().__init__(config)
+        self.decoder = decoder if decoder is not None else AutoModelForCausalLM.from_config(config.decoder_config_object())
+        decoder_layers(self.decoder)  # a family without a list of decoder layers fails here
+        implementation = self.decoder.config._attn_implementation
+        if implementation not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
+                             f"not {implementation!r} (h_prev needs an explicit attention mask)")
+        sliding = getattr(self.decoder.config, "sliding_window", None)
+        layer_types = getattr(self.decoder.config, "layer_types", None) or ["sliding_attention"] * bool(sliding)
+        if sliding and "sliding_attention" in layer_types and config.window_size >= sliding:
+            raise ValueError(f"window_size={config.window_size} must be below the model's sliding_window={sliding} "
+                             "(a window is read with full causal attention)")
+        h_prev_rotated = self.rotary_embedding is not None and config.use_recurrence and not config.num_memory_tokens
+        check_window_positions(self.decoder.config, config.window_size, config.num_memory_tokens, h_prev_rotated)
+        self.recurrence = RecurrenceModule(config) if config.use_recurrence and not config.num_memory_tokens else None
+        self.memory = nn.Parameter(torch.empty(config.num_memory_tokens, config.hidden_size)) \
+            if config.num_memory_tokens else None
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """A `causal_lm_recurrent` checkpoint, or any causal LM checkpoint (local folder or Hub id) wrapped with a new
+        recurrence: `CausalLMWithRecurrence.from_pretrained("Qwen/Qwen2-0.5B", window_size=512, insertion_layer=2)`.
+        The recurrence fields are `CausalLMWithRecurrenceConfig`'s; other keyword arguments go to the model's own
+        `from_pretrained` (dtype, revision, ...)."""
+        fields = {k: kwargs.pop(k) for k in list(kwargs) if k in RECURRENCE_FIELDS}
+        loading = {k: kwargs[k] for k in ("revision", "trust_remote_code", "token", "cache_dir", "local_files_only")
+                   if k in kwargs}
+        config = kwargs.get("config") or AutoConfig.from_pretrained(pretrained_model_name_or_path, **loading)
+        if getattr(config, "model_type", None) == cls.config_class.model_type:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **fields, **kwargs)
+        decoder = AutoModelForCausalLM.from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        return cls.wrap(decoder, **fields)
+
+    @classmethod
+    def wrap(cls, decoder: PreTrainedModel, **recurrence_fields) -> "CausalLMWithRecurrence":
+        """Wrap a loaded causal LM (its weights kept as they are) with a newly initialised recurrence."""
+        if not isinstance(decoder, GenerationMixin) or decoder.get_output_embeddings() is None:
+            raise ValueError(f"CausalLMWithRecurrence needs a causal LM with a language-model head, got a "
+                             f"{type(decoder).__name__}")
+        config = CausalLMWithRecurrenceConfig(decoder_config=decoder.config, **recurrence_fields)
+        config._attn_implementation = decoder.config._attn_implementation
+        model = cls(config, decoder=decoder)
+        return model.to(device=decoder.device, dtype=decoder.dtype)
+
+    @property
+    def rotary_embedding(self) -> nn.Module | None:
+        """The wrapped model's rotary embedding (None for a family with absolute positions, like GPT-2)."""
+        return getattr(self.decoder.base_model, "rotary_emb", None)
+
+    def get_input_embeddings(self):
+        return self.decoder.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.decoder.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.decoder.get_output_embeddings()
+
+    def set_output_embeddings(self, new_embeddings):
+        self.decoder.set_output_embeddings(new_embeddings)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """The recurrence's parameters (the wrapped model initialises its own, and weights loaded from a checkpoint are
+        left alone): `RecurrenceModule.initialize`, and memory embeddings drawn like the model's token embeddings."""
+        if self.recurrence is not None:
+            self.recurrence.initialize(module)
+        if module is self and self.memory is not None:
+            init.normal_(self.memory, std=getattr(self.decoder.config, "initializer_range", 0.02))
+
+    def run_window(self, window_ids: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
+        """The wrapped model on one window (at most T tokens, positions 0..t-1) with h_prev at layer l_ins (or the read
+        memory before the tokens). Returns the final hidden states `(batch, t, hidden)` and, if `summarize`, what the
+        next window receives: h_prev pooled over the window's first `stride` tokens, or the written memory."""
+        if self.memory is not None:
+            return self._run_window_with_memory(window_ids, h_prev, summarize)
+        batch, t = window_ids.shape
+        layer_states, hooks = [], []
+        insert = h_prev is not None
+
+        def before(layer, args, kwargs):  # layer l_ins: h_prev first, its mask column and its rotation at -1
+            call = inspect.signature(layer.forward).bind(*args, **kwargs).arguments
+            call.update(call.pop("kwargs", {}))
+            hidden = call["hidden_states"]
+            call["hidden_states"] = torch.cat([h_prev[:, None, :].to(hidden.dtype), hidden], dim=1)
+            call["attention_mask"] = self._causal_mask_with_h_prev(t, hidden)
+            if self.rotary_embedding is not None:
+                if call.get("position_embeddings") is None:
+                    raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
+                                     "model: its layers do not take position_embeddings")
+                at = torch.full((1, 1), -1, dtype=torch.long, device=hidden.device)
+                extra = self.rotary_embedding(hidden, position_ids=at)
+                call["position_embeddings"] = tuple(
+                    torch.cat([e.expand(p.shape[0], 1, -1).to(p.dtype), p], dim=1)
+                    for e, p in zip(extra, call["position_embeddings"]))
+            return (), call
+
+        def after(index):
+            def hook(layer, args, kwargs, output):
+                hidden = output[0] if isinstance(output, tuple) else output
+                if insert and index == self.config.insertion_layer:  # h_prev's own output is dropped
+                    hidden = hidden[:, 1:]
+                    output = (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+                layer_states.append(hidden)
+                return output
+            return hook
+
+        layers = decoder_layers(self.decoder)
+        try:
+            if insert:
+                hooks.append(layers[self.config.insertion_layer].register_forward_pre_hook(before, with_kwargs=True))
+            for index, layer in enumerate(layers):
+                hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
+            positions = torch.arange(t, device=window_ids.device)[None]
+            hidden = self.decoder.base_model(input_ids=window_ids, position_ids=positions, use_cache=False).last_hidden_state
+        finally:
+            for hook in hooks:
+                hook.remove()
+        next_h_prev = None
+        if summarize and self.recurrence is not None:
+            next_h_prev = self.recurrence([state[:, :stride] for state in layer_states])
+        return hidden, next_h_prev
+
+    def _causal_mask_with_h_prev(self, t: int, like: torch.Tensor) -> torch.Tensor:
+        """The `(1, 1, t + 1, t + 1)` causal mask of h_prev and the window's t tokens (h_prev first, seen by all), in
+        the form the attention implementation takes: boolean for SDPA, additive for eager."""
+        allowed = torch.ones(t + 1, t + 1, dtype=torch.bool, device=like.device).tril()[None, None]
+        if self.decoder.config._attn_implementation == "sdpa":
+            return allowed
+        return torch.zeros(allowed.shape, dtype=like.dtype, device=like.device).masked_fill(
+            ~allowed, torch.finfo(like.dtype).min)
+
+    def _run_window_with_memory(self, window_ids: torch.Tensor, read: torch.Tensor | None, summarize: bool):
+        """[read memory, tokens, write memory] through the unmodified model (the write positions only if the window
+        is full: no token sees them). Returns the tokens' final hidden states and the written memory."""
+        batch, t = window_ids.shape
+        m = self.config.num_memory_tokens
+        tokens = self.get_input_embeddings()(window_ids)
+        memory = self.memory.to(tokens.dtype)[None].expand(batch, m, -1)
+        read = memory if read is None else read.to(tokens.dtype)
+        pieces = [read, tokens] + [memory] * summarize
+        inputs = torch.cat(pieces, dim=1)
+        positions = torch.arange(inputs.shape[1], device=window_ids.device)[None]
+        hidden = self.decoder.base_model(inputs_embeds=inputs, position_ids=positions, use_cache=False).last_hidden_state
+        return hidden[:, m:m + t], (hidden[:, m + t:] if summarize else None)
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None, recurrent_state=None, overlap=None,
+                return_dict=None, **kwargs):
+        for name in ("past_key_values", "cache"):
+            if kwargs.get(name) is not None:
+                raise ValueError(f"CausalLMWithRecurrence keeps its state in recurrent_state and cannot use a "
+                                 f"{type(kwargs[name]).__name__} ({name}): pass use_cache=False")
+        return super().forward(input_ids, attention_mask, labels, recurrent_state, overlap, return_dict)
+
+    forward.__doc__ = RecurrentCausalLMMixin.forward.__doc__
+
+
+RECURRENCE_FIELDS = tuple(p for p in inspect.signature(CausalLMWithRecurrenceConfig.__init__).parameters
+                          if p not in ("self", "decoder_config", "kwargs"))
+
+__all__ = ["CausalLMWithRecurrence"]

@@ -1,0 +1,264 @@
+"""CausalLMWithRecurrence on tiny random configs of five families (no download), each against the unmodified
+transformers model: window 1 and, without recurrence, every window equal it; h_prev's position in a rotary family is
+the unmodified model's input one position before the window; GPT-2's case equals GPT2WithRecurrence."""
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    BertConfig,
+    BertModel,
+    DynamicCache,
+    GPT2Config,
+    GPTNeoXConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    Qwen2Config,
+)
+
+from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig
+
+VOCAB = 50
+FAMILIES = {
+    "gpt2": lambda layers: GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=layers, n_head=4,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+    "llama": lambda layers: LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
+    "qwen2": lambda layers: Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
+    "mistral": lambda layers: MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=64, sliding_window=None),
+    "gpt_neox": lambda layers: GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=layers, num_attention_heads=4,
+                                             max_position_embeddings=64, rotary_pct=0.5, hidden_dropout=0.0,
+                                             attention_dropout=0.0),
+}
+ROTARY = [f for f in FAMILIES if f != "gpt2"]
+
+
+def models(family, window=8, overlap=3, layers=3, insertion_layer=1, **fields):
+    """The wrapper and the unmodified causal LM it wraps (the same module, so the same weights)."""
+    torch.manual_seed(0)
+    decoder = AutoModelForCausalLM.from_config(FAMILIES[family](layers)).eval()
+    model = CausalLMWithRecurrence.wrap(decoder, window_size=window, overlap=overlap, insertion_layer=insertion_layer,
+                                        recurrence_hidden_size=16, **fields).eval()
+    return model, decoder
+
+
+def tokens(length=30, batch=2, seed=1):
+    return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def window_starts(length, window, overlap):
+    """(start, owned_from) of every window (§4.2): stride T - o; the first owns all its tokens, the others their last
+    T - o."""
+    stride, start, result = window - overlap, 0, []
+    while True:
+        result.append((start, start if start == 0 else start + overlap))
+        if start + window >= length:
+            return result
+        start += stride
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_first_window_is_the_unmodified_model(family):
+    model, decoder = models(family)
+    x = tokens()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).logits[:, :8], decoder(x[:, :8]).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_without_recurrence_every_window_is_the_unmodified_model(family):
+    model, decoder = models(family, use_recurrence=False)
+    x = tokens(37)
+    with torch.no_grad():
+        logits = model(x).logits
+        for start, owned in window_starts(37, 8, 3):
+            end = min(start + 8, 37)
+            reference = decoder(x[:, start:end]).logits[:, owned - start:]
+            torch.testing.assert_close(logits[:, owned:end], reference, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_h_prev_changes_later_windows_only_through_the_earlier_ones(family):
+    """Changing the first window's tokens changes the third window's logits with the recurrence, not without."""
+    x = tokens(24)
+    changed = x.clone()
+    changed[:, :8] = (changed[:, :8] + 1) % VOCAB
+    for use_recurrence in (True, False):
+        model, _ = models(family, overlap=0, use_recurrence=use_recurrence)
+        with torch.no_grad():
+            difference = (model(x).logits[:, 16:] - model(changed).logits[:, 16:]).abs().max().item()
+        assert (difference > 1e-4) == use_recurrence, (family, use_recurrence, difference)
+
+
+@pytest.mark.parametrize("family", ROTARY)
+def test_h_prev_is_an_input_one_position_before_the_window(family):
+    """With one layer and l_ins = 0, window 2 with h_prev equals the unmodified model fed [h_prev, the window's token
+    embeddings] at positions 0..T (RoPE sees only differences: h_prev at -1, the tokens at 0..T-1)."""
+    model, decoder = models(family, overlap=0, layers=1, insertion_layer=0)
+    x = tokens(16)
+    with torch.no_grad():
+        h_prev = model(x[:, :8]).recurrent_state.h_prev
+        logits = model(x).logits[:, 8:]
+        inputs = torch.cat([h_prev[:, None], decoder.get_input_embeddings()(x[:, 8:])], dim=1)
+        reference = decoder(inputs_embeds=inputs, position_ids=torch.arange(9)[None]).logits[:, 1:]
+        at_position_zero = decoder(inputs_embeds=inputs, position_ids=torch.tensor([[0] + list(range(8))])).logits[:, 1:]
+    torch.testing.assert_close(logits, reference, rtol=1e-4, atol=1e-5)
+    assert (logits - at_position_zero).abs().max() > 1e-4  # the position is tested: 0 would give another answer
+
+
+def test_gpt2_case_equals_gpt2_with_recurrence():
+    """GPT-2 wrapped equals the GPT-2-only model with the same weights (h_prev without a position), over windows."""
+    model, _ = models("gpt2", overlap=3)
+    gpt2 = GPT2WithRecurrence(GPT2WithRecurrenceConfig(**FAMILIES["gpt2"](3).to_dict(), window_size=8, overlap=3,
+                                                       insertion_layer=1, recurrence_hidden_size=16)).eval()
+    state = {k.removeprefix("decoder."): v for k, v in model.state_dict().items()}
+    gpt2.load_state_dict(state)
+    x = tokens(37)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x, labels=x).logits, gpt2(x, labels=x).logits, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_streaming_in_chunks_equals_one_call(family):
+    model, _ = models(family)
+    x = tokens(30)
+    with torch.no_grad():
+        whole = model(x, labels=x)
+        state, logits, loss_sum, count, at = None, [], 0.0, 0, 0
+        for size in (7, 1, 12, 10):
+            out = model(x[:, at:at + size], labels=x[:, at:at + size], recurrent_state=state)
+            state, at = out.recurrent_state, at + size
+            logits.append(out.logits)
+            loss_sum, count = loss_sum + out.loss * out.num_predicted_tokens, count + out.num_predicted_tokens
+    torch.testing.assert_close(torch.cat(logits, dim=1), whole.logits, rtol=0, atol=1e-5)
+    assert count == whole.num_predicted_tokens == 2 * 29
+    torch.testing.assert_close(loss_sum / count, whole.loss)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generate_continues_across_windows(family):
+    """Greedy `generate` equals re-reading the whole sequence each step, far past the first window; inside the first
+    window it equals the unmodified model's own greedy generation."""
+    model, decoder = models(family)
+    x = tokens(6)
+    generated = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0)
+    expected = x
+    with torch.no_grad():
+        for _ in range(20):
+            expected = torch.cat([expected, model(expected).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(generated, expected)
+    short = model.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert torch.equal(short, decoder.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_window_checkpointing_gives_the_same_gradients(family):
+    model, _ = models(family)
+    model.train()  # no dropout in these configs
+    x = tokens(37)
+
+    def loss_and_grads():
+        model.zero_grad()
+        loss = model(x, labels=x).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    plain_loss, plain = loss_and_grads()
+    model.gradient_checkpointing_enable()
+    loss, grads = loss_and_grads()
+    torch.testing.assert_close(loss, plain_loss)
+    assert grads.keys() == plain.keys() and any(n.startswith("recurrence.ffn") for n in grads)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_right_padded_batch_gives_each_document_its_own_result(family):
+    model, _ = models(family)
+    x = tokens(30)
+    mask = torch.ones_like(x)
+    mask[1, 13:] = 0
+    with torch.no_grad():
+        batch = model(x, attention_mask=mask, labels=x)
+        alone = [model(x[:1], labels=x[:1]), model(x[1:, :13], labels=x[1:, :13])]
+    torch.testing.assert_close(batch.logits[1:, :13], alone[1].logits, rtol=0, atol=1e-5)
+    torch.testing.assert_close(batch.logits[:1], alone[0].logits, rtol=0, atol=1e-5)
+    summed = sum(out.loss * out.num_predicted_tokens for out in alone)
+    torch.testing.assert_close(batch.loss * batch.num_predicted_tokens, summed)
+
+
+def test_memory_tokens_are_read_before_and_written_after_each_window():
+    """Window 2's logits equal the unmodified model on [the memory window 1 wrote, window 2's tokens]; window 1 wrote
+    the last hidden states of the unmodified model on [memory embeddings, window 1, memory embeddings]."""
+    model, decoder = models("llama", overlap=0, num_memory_tokens=2)
+    x = tokens(16)
+    embed = decoder.get_input_embeddings()
+    with torch.no_grad():
+        memory = model.memory[None].expand(2, -1, -1)
+        first = decoder.model(inputs_embeds=torch.cat([memory, embed(x[:, :8]), memory], dim=1)).last_hidden_state
+        written = first[:, -2:]
+        second = decoder(inputs_embeds=torch.cat([written, embed(x[:, 8:])], dim=1)).logits[:, 2:]
+        logits = model(x).logits
+        torch.testing.assert_close(model(x[:, :8]).recurrent_state.h_prev, written, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logits[:, 8:], second, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logits[:, :8], decoder(inputs_embeds=torch.cat([memory, embed(x[:, :8])], 1)).logits[:, 2:],
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fields", [{}, {"num_memory_tokens": 2}, {"use_recurrence": False}])
+def test_save_and_load_through_the_auto_class(tmp_path, fields):
+    model, _ = models("qwen2", **fields)
+    x = tokens()
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is CausalLMWithRecurrence
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x).logits, model(x).logits, rtol=0, atol=0)
+
+
+def test_from_pretrained_wraps_a_plain_checkpoint_and_keeps_its_weights(tmp_path):
+    torch.manual_seed(0)
+    llama = LlamaForCausalLM(FAMILIES["llama"](3)).eval()
+    llama.save_pretrained(tmp_path / "llama")
+    model = CausalLMWithRecurrence.from_pretrained(tmp_path / "llama", window_size=8, insertion_layer=2).eval()
+    assert model.config.window_size == 8 and model.config.insertion_layer == 2
+    x = tokens(8)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).logits, llama(x).logits, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("family, fields, message", [
+    ("llama", {"window_size": 64}, "occupies 65 positions, more than the model's 64"),
+    ("gpt2", {"window_size": 65}, "occupies 65 positions, more than the model's 64"),
+    ("llama", {"window_size": 40, "num_memory_tokens": 16}, "occupies 72 positions"),
+    ("llama", {"window_size": 8, "overlap": 8}, "overlap must satisfy 0 <= overlap < window_size=8"),
+    ("llama", {"insertion_layer": 3}, "insertion_layer must lie in"),
+])
+def test_bad_windows_raise_one_line_errors(family, fields, message):
+    decoder = AutoModelForCausalLM.from_config(FAMILIES[family](3))
+    with pytest.raises(ValueError, match=message):
+        CausalLMWithRecurrence.wrap(decoder, **{"window_size": 8, **fields})
+
+
+def test_models_it_cannot_take_are_named():
+    with pytest.raises(ValueError, match="needs a causal LM with a language-model head, got a BertModel"):
+        CausalLMWithRecurrence.wrap(BertModel(BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                                         num_attention_heads=4, intermediate_size=64)))
+    mistral = AutoModelForCausalLM.from_config(MistralConfig(**{**FAMILIES["mistral"](2).to_dict(), "sliding_window": 8}))
+    with pytest.raises(ValueError, match="window_size=8 must be below the model's sliding_window=8"):
+        CausalLMWithRecurrence.wrap(mistral, window_size=8, insertion_layer=1)
+    from transformers import MambaConfig
+    mamba = AutoModelForCausalLM.from_config(MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2))
+    with pytest.raises(ValueError, match="cannot wrap a 'mamba' model"):
+        CausalLMWithRecurrence.wrap(mamba, window_size=8, insertion_layer=1)
+
+
+def test_a_key_value_cache_is_refused():
+    model, _ = models("llama")
+    with pytest.raises(ValueError, match="keeps its state in recurrent_state and cannot use a DynamicCache"):
+        model(tokens(), past_key_values=DynamicCache())
