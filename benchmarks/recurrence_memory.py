@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Peak training memory of the recurrent models by number of windows, with and without window checkpointing (§3.2).
 
-GPT2WithRecurrence (GPT-2 small architecture, windows of 300 tokens, a document with next-token labels) or, with
-`--model roberta`, RobertaWithRecurrenceForQuestionAnswering (RoBERTa-base architecture, windows of 512 tokens, a
+GPT2WithRecurrence (GPT-2 small architecture, windows of 300 tokens, a document with next-token labels), with
+`--model llama` CausalLMWithRecurrence wrapping a Llama of the same size (rotary positions, SwiGLU, RMSNorm; the
+rotary family's case), or, with `--model roberta`, RobertaWithRecurrenceForQuestionAnswering (RoBERTa-base architecture, windows of 512 tokens, a
 question whose answer span is in the last window); random weights, batch 1. Each case runs in a fresh subprocess
 (on CUDA `torch.cuda.max_memory_allocated`, on CPU the process's peak resident set size from getrusage) and reports
 two peaks:
@@ -20,6 +21,7 @@ Without checkpointing the memory grows with every window, so that arm stops at `
 GPT-2 small would need about 20 GB on a CPU).
 
     python benchmarks/recurrence_memory.py --json docs/recurrence_memory_cpu.json   # 1, 2, 5, 20 windows
+    python benchmarks/recurrence_memory.py --model llama --json docs/llama_recurrence_memory_cpu.json     # 1 2 5 20
     python benchmarks/recurrence_memory.py --model roberta --json docs/roberta_recurrence_memory_cpu.json  # 1 2 5 10
     python benchmarks/recurrence_memory.py --windows 1 5 --device cuda
 """
@@ -37,6 +39,7 @@ import time
 import torch
 
 from lengthgen.modeling import (
+    CausalLMWithRecurrence,
     GPT2WithRecurrence,
     GPT2WithRecurrenceConfig,
     RobertaWithRecurrenceConfig,
@@ -50,8 +53,9 @@ from lengthgen.training.hardware import hardware
 ENVIRONMENT = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
-DEFAULTS = {  # GPT-2 small (§5: windows of 300) and RoBERTa-base (§5.4: windows of 512)
+DEFAULTS = {  # GPT-2 small (§5: windows of 300), a Llama of its size, and RoBERTa-base (§5.4: windows of 512)
     "gpt2": dict(window_size=300, vocab_size=50257, windows=[1, 2, 5, 20]),
+    "llama": dict(window_size=300, vocab_size=32000, windows=[1, 2, 5, 20]),
     "roberta": dict(window_size=512, vocab_size=50265, windows=[1, 2, 5, 10]),
 }
 
@@ -59,17 +63,19 @@ DEFAULTS = {  # GPT-2 small (§5: windows of 300) and RoBERTa-base (§5.4: windo
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(DEFAULTS), default="gpt2",
-                        help="GPT2WithRecurrence (causal LM) or RobertaWithRecurrenceForQuestionAnswering")
+                        help="GPT2WithRecurrence, CausalLMWithRecurrence around a Llama, or "
+                             "RobertaWithRecurrenceForQuestionAnswering")
     parser.add_argument("--windows", type=int, nargs="+", help="default: 1 2 5 20 (gpt2), 1 2 5 10 (roberta)")
     parser.add_argument("--window-size", type=int, help="default: 300 (gpt2), 512 (roberta)")
     parser.add_argument("--n-layer", type=int, default=12)
     parser.add_argument("--n-embd", type=int, default=768)
     parser.add_argument("--n-head", type=int, default=12)
-    parser.add_argument("--vocab-size", type=int, help="default: 50257 (gpt2), 50265 (roberta)")
+    parser.add_argument("--vocab-size", type=int, help="default: 50257 (gpt2), 32000 (llama), 50265 (roberta)")
     parser.add_argument("--max-plain-windows", type=int, default=5, help="largest case run without checkpointing")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--throughput-windows", type=int, default=5, help="windows per sequence in the speed test")
     parser.add_argument("--repeats", type=int, default=3, help="timed training steps per model (after one warm-up)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's, all cores)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # internal: "windows,checkpointing" in a subprocess
     args = parser.parse_args(argv)
@@ -80,7 +86,18 @@ def parse_args(argv=None):
 
 
 def build(args):
-    """The recurrent model, GPT-2 small or RoBERTa-base architecture, random weights, training mode."""
+    """The recurrent model, GPT-2 small, a Llama of that size or RoBERTa-base architecture, random weights, training
+    mode."""
+    if args.model == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        decoder = LlamaForCausalLM(LlamaConfig(
+            vocab_size=args.vocab_size, hidden_size=args.n_embd, intermediate_size=256 * round(8 * args.n_embd / 3 / 256),
+            num_hidden_layers=args.n_layer, num_attention_heads=args.n_head, num_key_value_heads=args.n_head,
+            max_position_embeddings=max(1024, args.window_size + 1),
+        ))
+        return CausalLMWithRecurrence.wrap(decoder, window_size=args.window_size,
+                                           insertion_layer=min(2, args.n_layer - 1)).to(args.device).train()
     if args.model == "gpt2":
         config = GPT2WithRecurrenceConfig(
             vocab_size=args.vocab_size, n_layer=args.n_layer, n_embd=args.n_embd, n_head=args.n_head,
@@ -97,7 +114,9 @@ def build(args):
 
 
 def plain_model(args, recurrent):
-    """The same architecture without the recurrence, with the recurrent model's weights."""
+    """The same architecture without the recurrence, with the recurrent model's weights (the wrapped Llama itself)."""
+    if args.model == "llama":
+        return recurrent.decoder
     from transformers import GPT2Config, GPT2LMHeadModel, RobertaConfig, RobertaForQuestionAnswering
 
     if args.model == "gpt2":
@@ -113,7 +132,7 @@ def training_inputs(args, windows: int) -> tuple[dict, dict]:
     plain model. GPT-2: a document with next-token labels; RoBERTa: a question's windows with the answer span in the
     last one (every window is read before the loss)."""
     ids = torch.randint(3, args.vocab_size, (windows, args.window_size), device=args.device)
-    if args.model == "gpt2":
+    if args.model in ("gpt2", "llama"):
         document = ids.reshape(1, -1)
         return {"input_ids": document, "labels": document}, {"input_ids": ids, "labels": ids}
     position = torch.tensor([args.window_size // 2], device=args.device)
@@ -172,7 +191,7 @@ def throughput(args) -> dict:
     recurrent = build(args)
     plain = plain_model(args, recurrent)
     recurrent_inputs, plain_inputs = training_inputs(args, args.throughput_windows)
-    plain_name = "plain GPT-2" if args.model == "gpt2" else "plain RoBERTa"
+    plain_name = {"gpt2": "plain GPT-2", "llama": "plain Llama", "roberta": "plain RoBERTa"}[args.model]
     steps = {"recurrent": lambda: recurrent(**recurrent_inputs).loss.backward(),
              plain_name: lambda: plain(**plain_inputs).loss.backward()}
     seconds = {name: [] for name in steps}
@@ -192,12 +211,14 @@ def throughput(args) -> dict:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.case:
         windows, checkpointing = args.case.split(",")
         print(json.dumps(peak_bytes(args, int(windows), checkpointing == "1")))
         return {}
     forwarded = [f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items()
-                 if name not in ("json", "case", "windows")]
+                 if name not in ("json", "case", "windows") and value is not None]
     results = {}
     for checkpointing in (False, True):
         for windows in args.windows:

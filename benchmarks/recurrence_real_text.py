@@ -25,7 +25,7 @@ Every stage resumes: a finished run is skipped, an interrupted one continues fro
 
 import argparse
 import json
-import os
+import statistics
 from pathlib import Path
 
 import torch
@@ -43,10 +43,20 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from lengthgen.data.long_documents import load_documents
 from lengthgen.training.hardware import hardware
+from lengthgen.training.scripts import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_CLM_RECURRENT = str(ROOT / "examples" / "run_clm_recurrent.py")
 BOS = "<|endoftext|>"
+# name -> (use_recurrence, training overlap, num_memory_tokens, overlaps evaluated at): the rows of the paper's Tables
+# 1-2 (the baseline fine-tuned once and read at several overlaps; the recurrent model at its training overlap) plus
+# the RMT baseline
+VARIANTS = {
+    "baseline": (False, 0, 0, (0, 16, 32, 64)),
+    "h_prev": (True, 0, 0, (0,)),
+    "h_prev-overlap16": (True, 16, 0, (16,)),
+    "memory4": (True, 0, 4, (0,)),
+}
 
 
 def parse_args(argv=None):
@@ -60,6 +70,13 @@ def parse_args(argv=None):
     parser.add_argument("--pretrain-steps", type=int, default=1500)
     parser.add_argument("--pretrain-batch-size", type=int, default=32)
     parser.add_argument("--pretrain-learning-rate", type=float, default=1e-3)
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--finetune-steps", type=int, default=200)
+    parser.add_argument("--finetune-batch-size", type=int, default=4)
+    parser.add_argument("--windows-per-example", type=int, default=8)
+    parser.add_argument("--finetune-learning-rate", type=float, default=2e-4)
+    parser.add_argument("--insertion-layer", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--json", help="report: write the results here")
     parser.add_argument("--plot", help="report: write the plot here")
@@ -124,6 +141,90 @@ def pretrain(args, root: Path):
     print(f"pretrained: validation loss per token {metrics['eval_loss']:.3f} on disjoint {args.window_size}-token chunks")
 
 
+def finetune(args, root: Path):
+    """Each variant and seed through examples/run_clm_recurrent.py, one after the other (a finished run is skipped,
+    an interrupted one resumes from its checkpoint); with seed 0, first the pretrained model itself, read in disjoint
+    windows. Two processes with different `--seeds` run side by side."""
+    pretrained = str(root / "pretrained")
+    common = ["--model_name_or_path", pretrained, "--tokenizer_name", pretrained, "--corpus", "kjv",
+              "--window_size", str(args.window_size), "--insertion_layer", str(args.insertion_layer),
+              "--per_device_eval_batch_size", "8", "--eval_chunk_windows", "4", "--do_predict",
+              "--report_to", "none", "--use_cpu", "--disable_tqdm", "true"]
+    if 0 in args.seeds and not (root / "pretrained-as-is" / "all_results.json").exists():  # once, with seed 0
+        run_script(RUN_CLM_RECURRENT, [*common, "--use_recurrence", "False", "--overlap", "0",
+                                       "--output_dir", str(root / "pretrained-as-is")],
+                   str(root / "finetune.log"), threads=args.threads)
+    for seed in args.seeds:
+        for name in args.variants:
+            use_recurrence, overlap, memory, eval_overlaps = VARIANTS[name]
+            output_dir = root / f"{name}-seed{seed}"
+            if (output_dir / "all_results.json").exists():
+                continue
+            run_script(RUN_CLM_RECURRENT, [
+                *common, "--use_recurrence", str(use_recurrence), "--overlap", str(overlap),
+                "--num_memory_tokens", str(memory), "--windows_per_example", str(args.windows_per_example),
+                "--per_device_train_batch_size", str(args.finetune_batch_size), "--max_steps", str(args.finetune_steps),
+                "--learning_rate", str(args.finetune_learning_rate), "--warmup_steps", "20", "--seed", str(seed),
+                "--save_strategy", "steps", "--save_steps", "50", "--save_total_limit", "1", "--logging_steps", "25",
+                "--eval_overlaps", *map(str, eval_overlaps), "--do_train", "--output_dir", str(output_dir),
+            ], str(root / "finetune.log"), threads=args.threads)
+            print(f"{name} seed {seed}: done")
+
+
+def report(args, root: Path):
+    """The table (per-word perplexity on the test books, mean and sample std over seeds; FLOPs/token) and the plot of
+    perplexity against FLOPs per token, as the paper's Figure 2 shows its Tables 1-2."""
+    rows = {}
+    for name, (use_recurrence, _, memory, eval_overlaps) in {"pretrained-as-is": (False, 0, 0, (0,)),
+                                                              **VARIANTS}.items():
+        runs = sorted(root.glob(f"{name}-seed*")) if name != "pretrained-as-is" else [root / name]
+        results = [json.loads((run / "all_results.json").read_text()) for run in runs
+                   if (run / "all_results.json").exists()]
+        for overlap in eval_overlaps if results else ():
+            prefix = f"test_overlap{overlap}"
+            per_word = [r[f"{prefix}_perplexity_per_word"] for r in results]
+            rows[f"{name} @ {overlap}"] = {
+                "model": name, "use_recurrence": use_recurrence, "overlap": overlap, "num_memory_tokens": memory,
+                "seeds": len(results), "perplexity_per_word": statistics.mean(per_word),
+                "perplexity_per_word_std": statistics.stdev(per_word) if len(per_word) > 1 else None,
+                "perplexity_per_word_runs": per_word,
+                "perplexity_per_token": statistics.mean(r[f"{prefix}_perplexity"] for r in results),
+                "flops_per_token": results[0][f"{prefix}_flops_per_token"], "test_words": results[0][f"{prefix}_words"],
+                "test_tokens": results[0][f"{prefix}_tokens"],
+            }
+    print("| model | overlap (read at) | memory tokens | seeds | perplexity per word (test books) | per token | FLOPs/token |\n"
+          "| --- | --- | --- | --- | --- | --- | --- |")
+    for name, row in rows.items():
+        spread = f" ± {row['perplexity_per_word_std']:.2f}" if row["perplexity_per_word_std"] is not None else ""
+        print(f"| {row['model']} | {row['overlap']} | {row['num_memory_tokens']} | {row['seeds']} | "
+              f"{row['perplexity_per_word']:.2f}{spread} | {row['perplexity_per_token']:.2f} | "
+              f"{row['flops_per_token'] / 1e6:.2f}M |")
+    settings = {k: v for k, v in vars(args).items() if k not in ("json", "plot", "output_dir", "stage")}
+    pretrain = json.loads((root / "pretrained" / "pretrain_results.json").read_text())
+    results = {"settings": settings, "rows": rows, "pretrain_eval_loss": pretrain["eval"]["eval_loss"],
+               "hardware": hardware()}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axes = plt.subplots(figsize=(6, 4))
+        for name, row in rows.items():
+            marker = "o" if not row["use_recurrence"] else ("s" if row["num_memory_tokens"] else "*")
+            axes.errorbar(row["flops_per_token"] / 1e6, row["perplexity_per_word"],
+                          yerr=row["perplexity_per_word_std"] or 0, fmt=marker, capsize=3, markersize=9, label=name)
+        axes.set_xlabel("forward FLOPs per token (millions)")
+        axes.set_ylabel("perplexity per word, held-out books")
+        axes.set_title(f"Llama {args.num_layers}x{args.hidden_size} on the King James Bible, windows of {args.window_size}")
+        axes.legend(fontsize=8)
+        figure.tight_layout()
+        figure.savefig(args.plot, dpi=120)
+    return results
+
+
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -131,6 +232,10 @@ def main(argv=None):
     root.mkdir(parents=True, exist_ok=True)
     if args.stage == "pretrain":
         pretrain(args, root)
+    elif args.stage == "finetune":
+        finetune(args, root)
+    else:
+        return report(args, root)
 
 
 if __name__ == "__main__":

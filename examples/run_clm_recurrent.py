@@ -1,6 +1,8 @@
 #!/usr/bin/env python
-"""Fine-tune GPT-2 with window-level recurrence (or the plain GPT-2 baseline) on long documents, and evaluate
-perplexity per word and per token at the window and overlap the model is used with (Yoshida et al. 2020 §4-5).
+"""Fine-tune a causal LM with window-level recurrence (or the plain baseline, or memory tokens) on long documents, and
+evaluate perplexity per word and per token at the window and overlap the model is used with (Yoshida et al. 2020
+§4-5). GPT-2 checkpoints become `GPT2WithRecurrence`; any other causal LM family (Llama, Qwen2, Mistral, GPT-NeoX,
+...) becomes `CausalLMWithRecurrence`, which also carries memory tokens (`--num_memory_tokens`, the RMT baseline).
 
     # WikiText-103, recurrent model: GPT-2 weights + the paper's recurrence settings (window 300, overlap 0, l_ins 2)
     python examples/run_clm_recurrent.py --model_name_or_path gpt2 --config_name hub_configs/gpt2-recurrent-wikitext103 \
@@ -12,6 +14,9 @@ perplexity per word and per token at the window and overlap the model is used wi
     # PG-19 (Table 2) from a parquet mirror, first 1,250 books, first 15,000 tokens of each validation book
     python examples/run_clm_recurrent.py --model_name_or_path gpt2 --config_name hub_configs/gpt2-recurrent-pg19 \
         --corpus pg19 --dataset_name PARQUET_MIRROR --max_train_books 1250 --max_eval_tokens 15000 ...
+    # any causal LM, e.g. a Qwen2 checkpoint with h_prev, or with 4 memory tokens instead (the RMT baseline)
+    python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen2-0.5B --window_size 512 --insertion_layer 2 ...
+    python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen2-0.5B --window_size 512 --num_memory_tokens 4 ...
     accelerate launch examples/run_clm_recurrent.py ...        # same arguments, any number of processes
 
 Local files instead of a Hub dataset: `--train_file/--validation_file/--test_file`, each a PG-19 folder of `<id>.txt`
@@ -44,7 +49,14 @@ import torch
 import transformers
 from lengthgen.cli import UsageError, run_command
 from lengthgen.data.long_documents import CORPORA, load_documents, tokenize_documents
-from lengthgen.modeling import GPT2WithRecurrence, GPT2WithRecurrenceConfig, check_overlap, flops_per_token
+from lengthgen.modeling import (
+    CausalLMWithRecurrence,
+    CausalLMWithRecurrenceConfig,
+    GPT2WithRecurrence,
+    GPT2WithRecurrenceConfig,
+    check_overlap,
+    flops_per_token,
+)
 from lengthgen.training.models import check_model_paths, recurrence_fields
 from lengthgen.training.scripts import upload_output_dir
 from lengthgen.training.windows import document_runs
@@ -62,19 +74,19 @@ from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("window_size", "overlap", "insertion_layer", "recurrence_hidden_size",
-                     "recurrence_num_hidden_layers", "use_recurrence")
+                     "recurrence_num_hidden_layers", "use_recurrence", "num_memory_tokens")
 
 
 @dataclass
 class ModelArguments:
     model_name_or_path: str | None = field(
         default=None,
-        metadata={"help": "A GPT-2 checkpoint (e.g. gpt2: its weights are kept and the recurrence module is added) or "
-                          "a gpt2_recurrent checkpoint to continue."},
+        metadata={"help": "A causal LM checkpoint (e.g. gpt2, Qwen/Qwen2-0.5B: its weights are kept and the recurrence "
+                          "is added) or a gpt2_recurrent / causal_lm_recurrent checkpoint to continue."},
     )
     config_name: str | None = field(
         default=None,
-        metadata={"help": "A GPT-2 config to train from scratch; with model_name_or_path, a gpt2_recurrent config whose "
+        metadata={"help": "A causal LM config to train from scratch; with model_name_or_path, a recurrent config whose "
                           "recurrence fields (window, overlap, l_ins, h_prev network) to use, e.g. "
                           "hub_configs/gpt2-recurrent-pg19. Command-line fields win."},
     )
@@ -83,13 +95,16 @@ class ModelArguments:
     )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer (default: model_name_or_path)."})
     use_recurrence: bool | None = field(
-        default=None, metadata={"help": "False: the plain GPT-2 baseline on the same windows (default True or the checkpoint's)."}
+        default=None, metadata={"help": "False: the plain model on the same windows (default True or the checkpoint's)."}
     )
     window_size: int | None = field(default=None, metadata={"help": "Window size T (default 300 or the checkpoint's)."})
     overlap: int | None = field(default=None, metadata={"help": "Overlap o in training (default 0 or the checkpoint's)."})
     insertion_layer: int | None = field(default=None, metadata={"help": "l_ins (default 2)."})
     recurrence_hidden_size: int | None = field(default=None, metadata={"help": "Width of the h_prev FFN (200)."})
     recurrence_num_hidden_layers: int | None = field(default=None, metadata={"help": "Hidden layers of it (3)."})
+    num_memory_tokens: int | None = field(
+        default=None, metadata={"help": "Carry this many memory tokens instead of h_prev (RMT; not for GPT-2 models)."}
+    )
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):
@@ -147,7 +162,7 @@ def document_nll(model, documents, batch_size: int, chunk_tokens: int, overlap: 
 
     `documents` has `input_ids` (bos first) and `num_words`; `shard` = (index, count) takes every count-th document."""
     device = next(model.parameters()).device
-    pad = model.config.eos_token_id if model.config.eos_token_id is not None else 0
+    pad = getattr(model.config, "eos_token_id", None) or 0
     rows = itertools.islice(iter(documents), shard[0], None, shard[1])
     nll, tokens, words = 0.0, 0, 0
     while batch := list(itertools.islice(rows, batch_size)):
@@ -212,7 +227,8 @@ class DocumentPerplexityTrainer(Trainer):
             f"{prefix}_tokens": int(tokens),
             f"{prefix}_words": int(words),
             f"{prefix}_overlap": overlap,
-            f"{prefix}_flops_per_token": flops_per_token(config, config.window_size, overlap),
+            f"{prefix}_flops_per_token": flops_per_token(config, config.window_size, overlap,
+                                                         getattr(config, "num_memory_tokens", 0)),
             f"{prefix}_runtime": round(time.time() - start_time, 4),
         }
         self.log(metrics)
@@ -220,27 +236,33 @@ class DocumentPerplexityTrainer(Trainer):
         return metrics
 
 
-def load_model(model_args: ModelArguments, tokenizer) -> GPT2WithRecurrence:
-    """GPT-2 weights with the recurrence module added, a gpt2_recurrent checkpoint, or a new model from a config."""
+def load_model(model_args: ModelArguments, tokenizer) -> GPT2WithRecurrence | CausalLMWithRecurrence:
+    """A causal LM checkpoint with the recurrence added (GPT-2: `GPT2WithRecurrence`, any other family:
+    `CausalLMWithRecurrence`), a recurrent checkpoint to continue, or a new model from a config."""
     fields = recurrence_fields(model_args, RECURRENCE_FIELDS)
+    source = model_args.model_name_or_path or model_args.config_name
+    if not source:
+        raise ValueError("Pass --model_name_or_path (fine-tune a model) or --config_name (train from scratch).")
+    config = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
+    if config.model_type in ("gpt2", "gpt2_recurrent") and fields.pop("num_memory_tokens", 0):
+        raise ValueError("--num_memory_tokens needs a CausalLMWithRecurrence; GPT-2 models here carry h_prev only.")
     if model_args.model_name_or_path:
-        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
         if config.model_type == "gpt2":
             return GPT2WithRecurrence.from_pretrained_gpt2(model_args.model_name_or_path, **fields)
-        if config.model_type != "gpt2_recurrent":
-            raise ValueError(f"{model_args.model_name_or_path} is a {config.model_type!r} model, not GPT-2")
-        return AutoModelForCausalLM.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code, **fields
-        )
-    if not model_args.config_name:
-        raise ValueError("Pass --model_name_or_path (fine-tune GPT-2) or --config_name (train from scratch).")
-    base = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
+        if config.model_type in ("gpt2_recurrent", "causal_lm_recurrent"):
+            return AutoModelForCausalLM.from_pretrained(
+                model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code, **fields
+            )
+        return CausalLMWithRecurrence.from_pretrained(model_args.model_name_or_path,
+                                                      trust_remote_code=model_args.trust_remote_code, **fields)
     if model_args.config_overrides:
-        base.update_from_string(model_args.config_overrides)
+        config.update_from_string(model_args.config_overrides)
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    config = GPT2WithRecurrenceConfig(**{**base.to_dict(), **fields, "vocab_size": len(tokenizer),
-                                         "bos_token_id": bos, "eos_token_id": tokenizer.eos_token_id})
-    return GPT2WithRecurrence(config)
+    tokens = {"vocab_size": len(tokenizer), "bos_token_id": bos, "eos_token_id": tokenizer.eos_token_id}
+    if config.model_type == "gpt2":
+        return GPT2WithRecurrence(GPT2WithRecurrenceConfig(**{**config.to_dict(), **fields, **tokens}))
+    config.update(tokens)
+    return CausalLMWithRecurrence(CausalLMWithRecurrenceConfig(decoder_config=config, **fields))
 
 
 def main(argv=None):
@@ -357,7 +379,7 @@ def main(argv=None):
                 for o in data_args.eval_overlaps or [overlap] for split, _ in evaluations]
         with open(os.path.join(training_args.output_dir, "README.md"), "a") as f:
             f.write(
-                "\n## lengthgen\n\nGPT-2 with window-level recurrence (`gpt2_recurrent`, recurrence "
+                f"\n## lengthgen\n\nA causal LM with window-level recurrence (`{model.config.model_type}`, recurrence "
                 f"{'on' if model.config.use_recurrence else 'off'}, window {window}, trained with overlap {overlap}): "
                 "Yoshida, Ettinger and Gimpel, *Adding Recurrence to Pretrained Transformers for Improved Efficiency and Context Size* (arXiv:2008.07027, 2020).\n"
             )

@@ -272,3 +272,41 @@ def test_triton_kernel_under_the_interpreter():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "agree" in result.stdout
+
+
+@pytest.mark.parametrize("n", [70, 300])
+def test_fused_kernel_at_one_and_two_threads_and_in_every_instruction_set(monkeypatch, n):
+    """The kernel split over threads (batch x heads x blocks of rows) and built for the portable baseline as well as
+    for this CPU's vector width: values and gradients as close to float64 as the float32 PyTorch path is, at a length
+    below 256 (products over all matrices, two blocks of rows) and above (a product per block of rows); and under
+    bf16 autocast as the PyTorch path under it."""
+    builds = {isa: geometric_attention_cpu.load(isa) for isa in ("portable", geometric_attention_cpu.native_isa())}
+    if any(kernel is None for kernel in builds.values()):
+        pytest.skip("no compiler: only the PyTorch path exists")
+    g = torch.Generator().manual_seed(n)
+    tensors = [torch.randn(2, 3, n, 16, generator=g) for _ in range(3)] + [torch.randn(2, 3, n, 2, generator=g)]
+    mask = (torch.arange(n)[None, :] < torch.tensor([n, n - 37])[:, None])[:, None, :]
+
+    def run(kernel, dtype=torch.float32, autocast=False):
+        monkeypatch.setattr(geometric_module, "load_cpu_kernel", lambda: kernel)
+        inputs = [t.to(dtype).clone().requires_grad_() for t in tensors]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = geometric_attention(*inputs[:3], mask, True, inputs[3])
+        (out.to(dtype) * torch.linspace(-1, 1, 16, dtype=dtype)).sum().backward()
+        return [out.detach().double()] + [t.grad.double() for t in inputs]
+
+    threads = torch.get_num_threads()
+    try:
+        reference = run(None, torch.float64)
+        pytorch = [(got - exact).abs().max() for got, exact in zip(run(None), reference)]
+        for isa, kernel in builds.items():
+            for count in (1, 2):
+                torch.set_num_threads(count)
+                for got, exact, bound in zip(run(kernel), reference, pytorch):
+                    assert (got - exact).abs().max() <= 2 * bound + 1e-6, (isa, count)
+        torch.set_num_threads(2)
+        bf16 = [(got - exact).abs().max() for got, exact in zip(run(None, autocast=True), reference)]
+        for got, exact, bound in zip(run(builds[geometric_attention_cpu.native_isa()], autocast=True), reference, bf16):
+            assert (got - exact).abs().max() <= 2 * bound + 1e-6
+    finally:
+        torch.set_num_threads(threads)

@@ -10,7 +10,15 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+)
 
 from lengthgen.data.long_documents import (
     first_books,
@@ -222,3 +230,42 @@ def test_hub_configs_hold_the_papers_settings_and_apply_to_a_gpt2_checkpoint(nam
             model.config.recurrence_hidden_size, model.config.n_embd) == (300, 5, 2, 200, 32)
     for key, value in gpt2.state_dict().items():
         torch.testing.assert_close(model.state_dict()[key], value, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("memory_tokens", [0, 2])
+def test_run_clm_recurrent_wraps_any_causal_lm_checkpoint(tmp_path, monkeypatch, memory_tokens):
+    """A plain Llama checkpoint becomes a CausalLMWithRecurrence (h_prev, or memory tokens), keeps its weights in the
+    first window, trains, and its evaluation equals each whole document read in one call."""
+    monkeypatch.chdir(tmp_path)
+    articles = write_wikitext(tmp_path / "wikitext")
+    tokenizer = tiny_setup(tmp_path, list(articles.values()))
+    torch.manual_seed(0)
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=32))
+    llama.save_pretrained(tmp_path / "llama")
+    raw = tmp_path / "wikitext"
+    output = tmp_path / "out"
+    metrics = run_clm_recurrent.main([
+        "--model_name_or_path", str(tmp_path / "llama"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+        "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
+        "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--insertion_layer", "1",
+        "--num_memory_tokens", str(memory_tokens), "--windows_per_example", "3", "--output_dir", str(output),
+        "--do_train", "--do_eval", "--max_steps", "3", "--per_device_train_batch_size", "2",
+        "--per_device_eval_batch_size", "2", "--report_to", "none", "--seed", "0",
+    ])
+    model = AutoModelForCausalLM.from_pretrained(output).eval()
+    assert model.config.model_type == "causal_lm_recurrent" and model.config.num_memory_tokens == memory_tokens
+    assert model.config.decoder_config["model_type"] == "llama"
+    validation = load_documents("wikitext103", data_files={"validation": str(raw / "wiki.valid.raw")})
+    docs = validation["validation"].map(tokenize_documents, batched=True, fn_kwargs={"tokenizer": tokenizer})
+    nll, count = map(sum, zip(*(whole_document_nll(model, ids) for ids in docs["input_ids"])))
+    assert metrics["eval_overlap0_loss"] == pytest.approx(nll / count, rel=1e-5)
+    per_position = 2 * 2 * (4 * 32 * 32 + 3 * 32 * 64) + 2 * 2 * (8 + 2 * memory_tokens) * 32  # by hand: SwiGLU
+    assert metrics["eval_overlap0_flops_per_token"] == pytest.approx(per_position * (8 + 2 * memory_tokens) / 8)
+
+
+def test_memory_tokens_on_a_gpt2_checkpoint_are_refused(tmp_path):
+    GPT2LMHeadModel(GPT2Config(n_positions=16, n_embd=32, n_layer=2, n_head=2)).save_pretrained(tmp_path / "gpt2")
+    arguments = run_clm_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "gpt2"), num_memory_tokens=2)
+    with pytest.raises(ValueError, match="--num_memory_tokens needs a CausalLMWithRecurrence"):
+        run_clm_recurrent.load_model(arguments, tokenizer=None)

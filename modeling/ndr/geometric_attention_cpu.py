@@ -11,8 +11,9 @@ kept, so evaluation holds no (..., N, N) tensor; shorter sequences get batched p
 When a gradient is needed, forward keeps the weights A (as large as the scores) and backward recomputes only the
 logits' sigmoids: redoing the whole forward, flash attention style, would cost backward three more transcendental
 functions per score and the prefix sums again, for memory the issue's budget (2x the scores) does not need. Rows are
-independent, so work is split over (batch x head) matrices with ATen's thread pool (`torch.set_num_threads`
-applies).
+independent, so the work is split over (batch x head x block of rows) tasks with ATen's thread pool
+(`torch.set_num_threads` applies; the extension is built with OpenMP, which that pool is), each thread with its own
+buffers; backward from 256 positions on splits over whole matrices, whose blocks of rows all add to one key gradient.
 """
 
 import hashlib
@@ -233,10 +234,13 @@ std::vector<torch::Tensor> forward(torch::Tensor query, torch::Tensor key, torch
     scalar_t* W = weights.numel() ? weights.data_ptr<scalar_t>() : nullptr;
     scalar_t* C = context.data_ptr<scalar_t>();
     scalar_t* S = totals.data_ptr<scalar_t>();
-    at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
+    // every (matrix, block of rows) is independent: the tasks are split over the threads, each with its own buffers
+    const int64_t blocks = (n + kRows - 1) / kRows;
+    at::parallel_for(0, M * blocks, 1, [&](int64_t begin, int64_t end) {
       Block<scalar_t> blk(n, whole);
-      for (int64_t b = begin; b < end; ++b) {
-        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / blocks, r0 = (task % blocks) * kRows;
+        {
           const int64_t r1 = std::min(n, r0 + kRows), count = r1 - r0;
           scalar_t* l = whole ? L + (b * n + r0) * n : blk.logits.data();
           if (!whole) products(l, Q + (b * n + r0) * dk, K + b * n * dk, count, n, dk, scale, opts);
@@ -289,11 +293,15 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
     scalar_t* GQ = whole ? nullptr : grad_query.data_ptr<scalar_t>();
     scalar_t* GK = whole ? nullptr : grad_key.data_ptr<scalar_t>();
     scalar_t* GB = B ? grad_bias.data_ptr<scalar_t>() : nullptr;
-    at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
+    // tasks of one block of rows, except from kSmall positions on, where a matrix's blocks all add to its key
+    // gradient: there a task is a whole matrix
+    const int64_t blocks = (n + kRows - 1) / kRows, per_task = whole ? 1 : blocks;
+    at::parallel_for(0, M * blocks / per_task, 1, [&](int64_t begin, int64_t end) {
       Block<scalar_t> blk(n, whole);
-      for (int64_t b = begin; b < end; ++b) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task * per_task / blocks, first = (task * per_task) % blocks;
         const scalar_t* bias_b = B ? B + b * n * 2 : nullptr;
-        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+        for (int64_t r0 = first * kRows; r0 < std::min(n, (first + per_task) * kRows); r0 += kRows) {
           const int64_t r1 = std::min(n, r0 + kRows), count = r1 - r0;
           const scalar_t* q_rows = Q + (b * n + r0) * dk;
           scalar_t* p = whole ? P + (b * n + r0) * n : blk.logits.data();
@@ -340,35 +348,48 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
 }
 """
 
-_MODULE = None
-_TRIED = False
+# Vector code for the CPU it builds on (the build is cached per instruction set, so a shared cache never serves one
+# CPU's build to another): "avx512" and "avx2" where torch reports them, "portable" (the compiler's baseline x86-64,
+# SSE2) otherwise or on request (LENGTHGEN_GEOMETRIC_ISA=portable|avx2|avx512).
+ISA_FLAGS = {
+    "portable": [],
+    "avx2": ["-mavx2", "-mfma"],
+    "avx512": ["-mavx2", "-mfma", "-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mprefer-vector-width=512"],
+}
+_MODULES: dict[str, object] = {}
 
 
-def _flags() -> list[str]:
-    # -ffast-math lets gcc call glibc's vector exp/log1p (libmvec); -mavx2 only where this CPU has it
-    flags = ["-O3", "-ffast-math"]
-    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
-        flags += ["-mavx2", "-mfma"]
-    return flags
+def native_isa() -> str:
+    """The widest instruction set of `ISA_FLAGS` this CPU runs, as torch's own dispatch sees it."""
+    return {"AVX512": "avx512", "AVX2": "avx2"}.get(torch.backends.cpu.get_cpu_capability(), "portable")
 
 
-def load():
-    """The compiled extension, or None when it is switched off or cannot be built (then warns once)."""
-    global _MODULE, _TRIED
-    if _TRIED:
-        return _MODULE
-    _TRIED = True
+def _flags(isa: str) -> list[str]:
+    # -fopenmp: ATen's parallel_for is an OpenMP region compiled into this extension (without the flag it would run
+    # on one thread); -ffast-math lets gcc call glibc's vector exp (libmvec) in the instruction set's width
+    return ["-O3", "-ffast-math", "-fopenmp", *ISA_FLAGS[isa]]
+
+
+def load(isa: str | None = None):
+    """The compiled extension for `isa` (default: LENGTHGEN_GEOMETRIC_ISA, else the CPU's own, `native_isa`), or None
+    when it is switched off (LENGTHGEN_FUSED_GEOMETRIC=0) or cannot be built (then warns once)."""
     if os.environ.get("LENGTHGEN_FUSED_GEOMETRIC", "1") == "0":
         return None
+    isa = isa or os.environ.get("LENGTHGEN_GEOMETRIC_ISA") or native_isa()
+    if isa not in ISA_FLAGS:
+        raise ValueError(f"LENGTHGEN_GEOMETRIC_ISA must be one of {', '.join(ISA_FLAGS)}, got {isa!r}")
+    if isa in _MODULES:
+        return _MODULES[isa]
     from torch.utils import cpp_extension
 
-    flags = _flags()
+    flags = _flags(isa)
     key = hashlib.sha256((SOURCE + " ".join(flags) + torch.__version__).encode()).hexdigest()[:12]
     try:
-        _MODULE = cpp_extension.load_inline(
-            name=f"lengthgen_geometric_attention_{key}",
+        _MODULES[isa] = cpp_extension.load_inline(
+            name=f"lengthgen_geometric_attention_{isa}_{key}",
             cpp_sources=SOURCE,
             extra_cflags=flags,
+            extra_ldflags=["-fopenmp"],
             verbose=False,
         )
     except Exception as error:  # no compiler or ninja, or a failed build: the PyTorch path is exact, only slower
@@ -378,5 +399,5 @@ def load():
             "Set LENGTHGEN_FUSED_GEOMETRIC=0 to skip the attempt.",
             stacklevel=3,
         )
-        _MODULE = None
-    return _MODULE
+        _MODULES[isa] = None
+    return _MODULES[isa]

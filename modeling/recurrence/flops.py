@@ -1,30 +1,48 @@
-"""Forward FLOPs per predicted token of a GPT-2 run in windows (Tables 1-2's FLOPs/token column)."""
+"""Forward FLOPs per predicted token of a causal LM run in windows (Tables 1-2's FLOPs/token column)."""
+
+import torch
+from transformers import AutoModelForCausalLM
 
 from .recurrence_module import check_overlap
 
 
-def flops_per_token(config, window: int, overlap: int = 0) -> float:
-    """Forward FLOPs per predicted token when a GPT-2 reads text in windows of `window` tokens that repeat `overlap`
-    tokens of the previous window.
+def non_embedding_parameters(config) -> int:
+    """Weight matrices of the decoder layers (norms and biases left out): GPT-2's n_layer x (4 d^2 + 2 d d_ff) by formula (the paper's count); any other
+    family (a `causal_lm_recurrent` config's `decoder_config`, or the family's own config) counted on a model built on
+    the meta device (no memory), so grouped-query attention and gated feed-forward layers count as they are."""
+    if config.model_type in ("gpt2", "gpt2_recurrent"):
+        d = config.n_embd
+        d_ff = getattr(config, "n_inner", None) or 4 * d
+        return config.n_layer * (4 * d * d + 2 * d * d_ff)
+    decoder = config.decoder_config_object() if config.model_type == "causal_lm_recurrent" else config
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(decoder)
+    layers = [m for m in model.base_model.children() if isinstance(m, torch.nn.ModuleList)]
+    return sum(p.numel() for layer_list in layers for p in layer_list.parameters() if p.dim() >= 2)  # no norms, biases
 
-    Counted as Kaplan et al. (2020) count a decoder's forward pass, which reproduces the paper's column: per token,
-    2 FLOPs per non-embedding weight (n_layer x (4 d^2 attention + 2 d d_ff feed-forward)) plus 2 n_layer T d for
-    the attention scores and values over a T-token context; embeddings, the LM head, LayerNorms and biases are left
-    out. A window costs T times that and predicts T - overlap new tokens. The recurrence module (a few 200-wide
+
+def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: int = 0) -> float:
+    """Forward FLOPs per predicted token when a causal LM reads text in windows of `window` tokens that repeat
+    `overlap` tokens of the previous window (and, with memory tokens, add `num_memory_tokens` read and as many written
+    positions to each window).
+
+    Counted as Kaplan et al. (2020) count a decoder's forward pass, which reproduces the paper's column: per position,
+    2 FLOPs per non-embedding weight plus 2 n_layer P d for the attention scores and values over a P-position
+    context; embeddings, the LM head, norms and biases are left out. A window of P = T + 2m positions costs P times
+    that and predicts T - overlap new tokens. The h_prev recurrence (one extra key at one layer and a few 200-wide
     layers once per window) adds well under 0.1% and is left out, as in the paper, where recurrent and plain models
     share the column.
 
     Args:
-        config: any GPT-2 config (`n_layer`, `n_embd`, `n_inner`).
+        config: a GPT-2, `gpt2_recurrent` or `causal_lm_recurrent` config, or any causal LM family's config.
         window: T, tokens per window (paper: 300).
         overlap: tokens repeated from the previous window, 0 <= overlap < window.
+        num_memory_tokens: m, memory tokens read before and written after each window (0: none).
     """
     check_overlap(window, overlap)
-    d = config.n_embd
-    d_ff = getattr(config, "n_inner", None) or 4 * d
-    non_embedding_parameters = config.n_layer * (4 * d * d + 2 * d * d_ff)
-    per_token_in_window = 2 * non_embedding_parameters + 2 * config.n_layer * window * d
-    return per_token_in_window * window / (window - overlap)
+    positions = window + 2 * num_memory_tokens
+    per_position = 2 * non_embedding_parameters(config) + 2 * config.num_hidden_layers * positions * config.hidden_size
+    return per_position * positions / (window - overlap)
 
 
-__all__ = ["flops_per_token"]
+__all__ = ["flops_per_token", "non_embedding_parameters"]

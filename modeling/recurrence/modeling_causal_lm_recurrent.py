@@ -114,6 +114,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         config = CausalLMWithRecurrenceConfig(decoder_config=decoder.config, **recurrence_fields)
         config._attn_implementation = decoder.config._attn_implementation
         model = cls(config, decoder=decoder)
+        model.generation_config = decoder.generation_config
         return model.to(device=decoder.device, dtype=decoder.dtype)
 
     @property
