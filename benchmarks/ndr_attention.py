@@ -248,38 +248,59 @@ def main(argv=None):
     parser.add_argument("--end-to-end-repeats", type=int, default=5)
     parser.add_argument("--overrides", type=overrides, default={},
                         help="end to end: config changes for every variant, e.g. num_layers=2,hidden_size=32")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads")
+    parser.add_argument("--threads", type=int, nargs="+",
+                        help="thread counts to measure at (default: 1 and all cores), each with torch.set_num_threads")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    counts = list(dict.fromkeys(args.threads or [1, torch.get_num_threads()]))
     kernel = args.device == "cpu" and geometric_attention_cpu.load() is not None
-    print(f"fused CPU kernel: {'built' if kernel else 'not available (the fused rows run the PyTorch path)'}; "
-          f"{torch.get_num_threads()} threads")
+    print(f"fused CPU kernel: {'built for ' + geometric_attention_cpu.native_isa() if kernel else 'not available (the fused rows run the PyTorch path)'}")
+    by_threads = {}
+    for count in counts:
+        torch.set_num_threads(count)
+        by_threads[count] = measure_end_to_end(args) if args.end_to_end else measure(args)
+        report(args, by_threads[count], count)
+    scaling = thread_scaling(by_threads, counts)
+    if scaling:
+        print(f"scaling, time at {counts[0]} thread(s) / time at {counts[-1]}:")
+        for case, kinds in scaling.items():
+            print(f"  {case}: " + ", ".join(f"{kind} {value:.2f}x" for kind, value in kinds.items()))
+    results = {"by_threads": by_threads, "scaling": scaling}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "hardware": hardware(), "fused_kernel": kernel,
+                       "isa": geometric_attention_cpu.native_isa() if kernel else None, **results}, f, indent=2)
+    return results
+
+
+def report(args, results: dict, threads: int):
     if args.end_to_end:
-        results = measure_end_to_end(args)
-        print("NDR step time (s), median; ratio to softmax + relative")
+        print(f"{threads} thread(s): NDR step time (s), median; ratio to softmax + relative")
         for case, r in results.items():
             row = "  ".join(f"{name} {s:.3f} ({r['ratio_to_softmax_relative'][name]:.2f}x)" for name, s in r["seconds"].items())
             print(f"{case}: {row}")
-    else:
-        results = measure(args)
-        print(f"forward + backward, batch {args.batch_size}, {args.heads} heads, d_head {args.head_size}, "
-              f"{args.device} {args.dtype}, median of {args.repeats}; memory in MiB (x one fp32 score tensor)")
-        for n, r in results.items():
-            cells = []
-            for kind, s in r["seconds"].items():
-                ratio = f" = {r['time_ratio'][kind]:.2f}x SDPA" if kind in r["time_ratio"] else ""
-                mib = r["peak_bytes"][kind] / 2**20
-                cells.append(f"{kind} {s * 1e3:.2f} ms{ratio}, {mib:.1f} MiB ({r['memory_over_score_tensor'][kind]:.2f}x)")
-            print(f"N={n}: " + "; ".join(cells))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "hardware": hardware(), "fused_kernel": kernel, "results": results}, f,
-                      indent=2)
-    return results
+        return
+    print(f"{threads} thread(s): forward + backward, batch {args.batch_size}, {args.heads} heads, d_head "
+          f"{args.head_size}, {args.device} {args.dtype}, median of {args.repeats}; memory in MiB (x one fp32 score "
+          "tensor)")
+    for n, r in results.items():
+        cells = []
+        for kind, s in r["seconds"].items():
+            ratio = f" = {r['time_ratio'][kind]:.2f}x SDPA" if kind in r["time_ratio"] else ""
+            mib = r["peak_bytes"][kind] / 2**20
+            cells.append(f"{kind} {s * 1e3:.2f} ms{ratio}, {mib:.1f} MiB ({r['memory_over_score_tensor'][kind]:.2f}x)")
+        print(f"N={n}: " + "; ".join(cells))
+
+
+def thread_scaling(by_threads: dict, counts: list[int]) -> dict:
+    """Time at the first thread count / time at the last, per case (N or end-to-end shape) and kind, side by side."""
+    if len(counts) < 2:
+        return {}
+    first, last = by_threads[counts[0]], by_threads[counts[-1]]
+    return {case: {kind: first[case]["seconds"][kind] / seconds for kind, seconds in last[case]["seconds"].items()}
+            for case in last}
 
 
 if __name__ == "__main__":

@@ -50,9 +50,13 @@ def test_step_flops_counts_a_linear_layer_and_an_lstm_by_hand():
 def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
     import ndr_attention
 
-    results = ndr_attention.main(["--lengths", "8", "16", "--batch-size", "1", "--heads", "2", "--head-size", "8",
-                                  "--repeats", "1", "--warmup", "0"])
-    assert sorted(results) == [8, 16]
+    both = ndr_attention.main(["--lengths", "8", "16", "--batch-size", "1", "--heads", "2", "--head-size", "8",
+                               "--repeats", "1", "--warmup", "0", "--threads", "1", "2"])
+    results = both["by_threads"][2]
+    assert sorted(both["by_threads"]) == [1, 2] and sorted(results) == [8, 16]
+    for n in (8, 16):  # the scaling is the 1-thread time over the 2-thread time, kind by kind
+        for kind, seconds in results[n]["seconds"].items():
+            assert both["scaling"][n][kind] == pytest.approx(both["by_threads"][1][n]["seconds"][kind] / seconds)
     kinds = {"geometric (fused)", "geometric (PyTorch)", "softmax (SDPA)"}
     for n, r in results.items():
         assert set(r["seconds"]) == set(r["peak_bytes"]) == kinds
@@ -65,7 +69,8 @@ def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
     import ndr_attention
 
     results = ndr_attention.main(["--end-to-end", "--overrides", "num_layers=2,hidden_size=16,intermediate_size=32",
-                                  "--eval-lengths", "40", "--eval-batch-size", "1", "--end-to-end-repeats", "1"])
+                                  "--eval-lengths", "40", "--eval-batch-size", "1", "--end-to-end-repeats", "1",
+                                  "--threads", "1"])["by_threads"][1]
     assert sorted(results) == sorted(
         ["ctl train N=16 batch=128", "ctl eval N=40 batch=1", "listops train N=50 batch=32", "listops eval N=40 batch=1"]
     )
@@ -97,7 +102,7 @@ def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(mo
     assert results["hardware"]["native_bf16"] in (True, False)
 
 
-@pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("roberta", "plain RoBERTa")])
+@pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("llama", "plain Llama"), ("roberta", "plain RoBERTa")])
 def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, model, plain):
     import json
 
@@ -113,7 +118,8 @@ def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, mode
     assert all(set(v) == {"step", "training"} for v in results["peak_bytes"].values())
     # the whole training footprint holds the step and more (a tiny model may not raise the peak RSS at all)
     assert all(v["training"] >= v["step"] >= 0 for v in results["peak_bytes"].values())
-    assert set(results["tokens_per_second"]) == {"recurrent", plain} and results["ratio"] > 0
+    assert set(results["tokens_per_second"]) == {"recurrent", plain, f"{plain}, one window at a time"}
+    assert results["ratio"] > 0 and results["ratio_to_one_window_at_a_time"] > 0
     saved = json.loads(output.read_text())
     assert saved["peak_bytes"] == results["peak_bytes"] and saved["ratio"] == results["ratio"]
 

@@ -194,8 +194,10 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             §4.2). Pass the same value in every call of one document.
 
         With gradient checkpointing on in training (§3.2), each window is recomputed in the backward pass and only its
-        inputs, h_prev and its loss are kept, so memory does not grow with the number of windows beyond those; the
-        per-token logits are then not returned (`logits` holds only the last position's).
+        inputs, h_prev and its loss are kept, so memory does not grow with the number of windows beyond those. In
+        training mode with `labels`, and with gradient checkpointing, the per-token logits are not returned (`logits`
+        holds only the last position's): training needs the loss, and each window's logits are freed once its loss
+        is taken instead of all of them being kept and copied into one tensor.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         self._check_inputs(input_ids, recurrent_state)
@@ -218,6 +220,8 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         new_from = held.shape[1]  # positions before this were output by an earlier call
         window_index, h_prev = state.window_index, state.h_prev
         checkpointing = self.gradient_checkpointing and self.training
+        # training on labels needs the loss only: each window's logits are freed once its loss is taken
+        keep_logits = not checkpointing and not (self.training and labels is not None)
 
         # labels by position in `tokens`; the logits at position p predict the label at p + 1
         loss_sum, count = None, None
@@ -237,7 +241,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             summarize = end - start == window and self.config.use_recurrence
             targets = shifted[:, start + owned_from:end] if labels is not None else None
             if owned_from < end - start or summarize:
-                step = (tokens[:, start:end], h_prev, owned_from, targets, summarize, stride, not checkpointing)
+                step = (tokens[:, start:end], h_prev, owned_from, targets, summarize, stride, keep_logits)
                 if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
                     logits, window_loss, next_h_prev = self._gradient_checkpointing_func(self.window_step, *step)
                 else:
