@@ -106,7 +106,7 @@ def test_run_clm_recurrent(capsys, tmp_path):
     main = script("examples/run_clm_recurrent.py").main
     base = ["--output_dir", str(tmp_path / "out"), "--do_eval"]
     line = error_line(capsys, main, [*base, "--corpus", "enwik8"], "run_clm_recurrent.py")
-    assert "--corpus must be one of pg19, wikitext103, got 'enwik8'" in line
+    assert "--corpus must be one of pg19, wikitext103, kjv, got 'enwik8'" in line
     line = error_line(capsys, main, [*base, "--corpus", "pg19", "--validation_file", str(tmp_path / "no.txt")],
                       "run_clm_recurrent.py")
     assert "--validation_file: no such file or directory" in line
