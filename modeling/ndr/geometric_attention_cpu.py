@@ -220,12 +220,14 @@ std::vector<torch::Tensor> forward(torch::Tensor query, torch::Tensor key, torch
   const int64_t M = query.size(0), n = query.size(1), dk = query.size(2), d = value.size(2);
   const bool whole = n < kSmall;
   auto opts = value.options();
-  auto logits = whole ? at::bmm(query, key.transpose(1, 2)).mul_(scale) : torch::empty({0}, opts);
+  // the scale goes on the (M, N, Dk) queries once instead of on every (N, N) block of logits
+  auto scaled_query = scale != 1.0 ? (query * scale).contiguous() : query;
+  auto logits = whole ? at::bmm(scaled_query, key.transpose(1, 2)) : torch::empty({0}, opts);
   auto weights = keep_weights || whole ? torch::empty({M, n, n}, opts) : torch::empty({0}, opts);
   auto context = torch::empty({M, n, d}, opts);
   auto totals = torch::empty({M, n}, opts);
   AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "geometric_attention_forward", [&] {
-    const scalar_t* Q = query.data_ptr<scalar_t>();
+    const scalar_t* Q = scaled_query.data_ptr<scalar_t>();
     const scalar_t* K = key.data_ptr<scalar_t>();
     const scalar_t* V = value.data_ptr<scalar_t>();
     const scalar_t* B = bias.numel() ? bias.data_ptr<scalar_t>() : nullptr;
@@ -243,7 +245,7 @@ std::vector<torch::Tensor> forward(torch::Tensor query, torch::Tensor key, torch
         {
           const int64_t r1 = std::min(n, r0 + kRows), count = r1 - r0;
           scalar_t* l = whole ? L + (b * n + r0) * n : blk.logits.data();
-          if (!whole) products(l, Q + (b * n + r0) * dk, K + b * n * dk, count, n, dk, scale, opts);
+          if (!whole) products(l, Q + (b * n + r0) * dk, K + b * n * dk, count, n, dk, 1.0, opts);
           scalar_t* w = W ? W + (b * n + r0) * n : blk.w.data();
           for (int64_t g0 = r0; g0 < r1; g0 += kChains)
             group_forward(blk, l + (g0 - r0) * n, B ? B + b * n * 2 : nullptr, R ? R + b * n : nullptr, g0,
@@ -274,13 +276,15 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
   // value gradient: (A / T)^T @ grad_context = A^T @ (grad_context rows divided by their totals T)
   auto grad_value = at::bmm(weights.transpose(1, 2),
                             normalize ? grad_context / totals.clamp_min(kEps).unsqueeze(-1) : grad_context);
-  auto sigmoids = whole ? at::bmm(query, key.transpose(1, 2)).mul_(scale) : torch::empty({0}, opts);
+  auto scaled_query = scale != 1.0 ? (query * scale).contiguous() : query;
+  auto sigmoids = whole ? at::bmm(scaled_query, key.transpose(1, 2)) : torch::empty({0}, opts);
   auto grad_logits = whole ? at::bmm(grad_context, value.transpose(1, 2)) : torch::empty({0}, opts);
   auto grad_query = whole ? torch::empty({0}, opts) : torch::empty_like(query);
   auto grad_key = whole ? torch::empty({0}, opts) : torch::zeros_like(key);
   auto grad_bias = bias.numel() ? torch::zeros_like(bias) : torch::empty({0}, opts);
   AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "geometric_attention_backward", [&] {
     const scalar_t* Q = query.data_ptr<scalar_t>();
+    const scalar_t* QS = scaled_query.data_ptr<scalar_t>();
     const scalar_t* K = key.data_ptr<scalar_t>();
     const scalar_t* V = value.data_ptr<scalar_t>();
     const scalar_t* B = bias.numel() ? bias.data_ptr<scalar_t>() : nullptr;
@@ -307,7 +311,7 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
           scalar_t* p = whole ? P + (b * n + r0) * n : blk.logits.data();
           scalar_t* gz = whole ? GL + (b * n + r0) * n : blk.w.data();
           if (!whole) {
-            products(p, q_rows, K + b * n * dk, count, n, dk, scale, opts);
+            products(p, QS + (b * n + r0) * dk, K + b * n * dk, count, n, dk, 1.0, opts);
             products(gz, G + (b * n + r0) * d, V + b * n * d, count, n, d, 1.0, opts);
           }
           // P = sigmoid(x) = 1 / (1 + e) at x >= 0 and e / (1 + e) below, e = exp(-|x|)
