@@ -102,7 +102,7 @@ def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(mo
     assert results["hardware"]["native_bf16"] in (True, False)
 
 
-@pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("llama", "plain Llama"), ("roberta", "plain RoBERTa")])
+@pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("roberta", "plain RoBERTa")])
 def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, model, plain):
     import json
 
@@ -122,6 +122,26 @@ def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, mode
     assert results["ratio"] > 0 and results["ratio_to_one_window_at_a_time"] > 0
     saved = json.loads(output.read_text())
     assert saved["peak_bytes"] == results["peak_bytes"] and saved["ratio"] == results["ratio"]
+
+
+def test_recurrence_memory_llama_case_wraps_the_plain_llama_it_compares_with():
+    """The rotary family's case (its memory cases run in subprocesses like the others'): the recurrent model wraps the
+    very Llama the throughput compares with, and the three arms run."""
+    import recurrence_memory
+    from transformers import LlamaForCausalLM
+
+    from lengthgen.modeling import CausalLMWithRecurrence
+
+    args = recurrence_memory.parse_args(["--model", "llama", "--window-size", "16", "--n-layer", "3", "--n-embd", "32",
+                                         "--n-head", "2", "--vocab-size", "100", "--throughput-windows", "2",
+                                         "--repeats", "1"])
+    recurrent = recurrence_memory.build(args)
+    assert isinstance(recurrent, CausalLMWithRecurrence) and recurrent.config.insertion_layer == 2
+    assert isinstance(recurrence_memory.plain_model(args, recurrent), LlamaForCausalLM)
+    assert recurrence_memory.plain_model(args, recurrent) is recurrent.decoder
+    speed = recurrence_memory.throughput(args)
+    assert set(speed["tokens_per_second"]) == {"recurrent", "plain Llama", "plain Llama, one window at a time"}
+    assert speed["ratio"] > 0 and speed["ratio_to_one_window_at_a_time"] > 0
 
 
 def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_path):
