@@ -164,7 +164,9 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         logits = self.get_output_embeddings()(hidden[:, owned_from:])
         loss_sum = None
         if targets is not None:
-            predicted = logits[:, : targets.shape[1]]
+            # slice only where fewer labels than logits (a document's last window): a slice's backward zero-fills
+            # a gradient as large as the logits
+            predicted = logits if targets.shape[1] == logits.shape[1] else logits[:, : targets.shape[1]]
             loss_sum = F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(), targets.reshape(-1),
                                        ignore_index=-100, reduction="sum")
         return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
