@@ -3,13 +3,15 @@
 import torch
 from transformers import AutoModelForCausalLM
 
+from .modeling_causal_lm_recurrent import decoder_layers
 from .recurrence_module import check_overlap
 
 
 def non_embedding_parameters(config) -> int:
-    """Weight matrices of the decoder layers (norms and biases left out): GPT-2's n_layer x (4 d^2 + 2 d d_ff) by formula (the paper's count); any other
-    family (a `causal_lm_recurrent` config's `decoder_config`, or the family's own config) counted on a model built on
-    the meta device (no memory), so grouped-query attention and gated feed-forward layers count as they are."""
+    """Weight matrices of the decoder layers (norms and biases left out): GPT-2's n_layer x (4 d^2 + 2 d d_ff) by
+    formula (the paper's count); any other family (a `causal_lm_recurrent` config's `decoder_config`, or the family's
+    own config) counted on a model built on the meta device (no memory), so grouped-query attention and gated
+    feed-forward layers count as they are."""
     if config.model_type in ("gpt2", "gpt2_recurrent"):
         d = config.n_embd
         d_ff = getattr(config, "n_inner", None) or 4 * d
@@ -17,8 +19,7 @@ def non_embedding_parameters(config) -> int:
     decoder = config.decoder_config_object() if config.model_type == "causal_lm_recurrent" else config
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(decoder)
-    layers = [m for m in model.base_model.children() if isinstance(m, torch.nn.ModuleList)]
-    return sum(p.numel() for layer_list in layers for p in layer_list.parameters() if p.dim() >= 2)  # no norms, biases
+    return sum(p.numel() for p in decoder_layers(model).parameters() if p.dim() >= 2)  # no norms, biases
 
 
 def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: int = 0) -> float:

@@ -39,7 +39,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PreT
 from transformers import initialization as init
 
 from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, check_window_positions
-from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin
+from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
@@ -52,9 +52,6 @@ def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     if len(lists) != 1:
         raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: its base model "
                          f"has no single list of {count} decoder layers")
-    if not any(type(m).__name__.endswith("Attention") for m in lists[0][0].modules()):
-        raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: its decoder layers "
-                         "have no self-attention to take h_prev as a key and value")
     return lists[0]
 
 
@@ -72,7 +69,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):
         super().__init__(config)
         self.decoder = decoder if decoder is not None else AutoModelForCausalLM.from_config(config.decoder_config_object())
-        decoder_layers(self.decoder)  # a family without a list of decoder layers fails here
+        if not any(type(m).__name__.endswith("Attention") for m in decoder_layers(self.decoder)[0].modules()):
+            raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} model: its "
+                             "decoder layers have no self-attention to take h_prev as a key and value")
         implementation = self.decoder.config._attn_implementation
         if implementation not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
@@ -149,7 +148,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         next window receives: h_prev pooled over the window's first `stride` tokens, or the written memory."""
         if self.memory is not None:
             return self._run_window_with_memory(window_ids, h_prev, summarize)
-        batch, t = window_ids.shape
+        t = window_ids.shape[1]
         layer_states, hooks = [], []
         insert = h_prev is not None
 
@@ -158,7 +157,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             call.update(call.pop("kwargs", {}))
             hidden = call["hidden_states"]
             call["hidden_states"] = torch.cat([h_prev[:, None, :].to(hidden.dtype), hidden], dim=1)
-            call["attention_mask"] = self._causal_mask_with_h_prev(t, hidden)
+            # h_prev first, seen by every position
+            additive = self.decoder.config._attn_implementation != "sdpa"
+            call["attention_mask"] = causal_mask(t + 1, hidden, additive=additive)
             if self.rotary_embedding is not None:
                 if call.get("position_embeddings") is None:
                     raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
@@ -195,15 +196,6 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         if summarize and self.recurrence is not None:
             next_h_prev = self.recurrence([state[:, :stride] for state in layer_states])
         return hidden, next_h_prev
-
-    def _causal_mask_with_h_prev(self, t: int, like: torch.Tensor) -> torch.Tensor:
-        """The `(1, 1, t + 1, t + 1)` causal mask of h_prev and the window's t tokens (h_prev first, seen by all), in
-        the form the attention implementation takes: boolean for SDPA, additive for eager."""
-        allowed = torch.ones(t + 1, t + 1, dtype=torch.bool, device=like.device).tril()[None, None]
-        if self.decoder.config._attn_implementation == "sdpa":
-            return allowed
-        return torch.zeros(allowed.shape, dtype=like.dtype, device=like.device).masked_fill(
-            ~allowed, torch.finfo(like.dtype).min)
 
     def _run_window_with_memory(self, window_ids: torch.Tensor, read: torch.Tensor | None, summarize: bool):
         """[read memory, tokens, write memory] through the unmodified model (the write positions only if the window

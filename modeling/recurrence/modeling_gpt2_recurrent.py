@@ -14,13 +14,12 @@ in chunks gives the logits and losses of one call (streaming inference).
 This file imports only torch, transformers and its own folder, so checkpoints load with `trust_remote_code=True`.
 """
 
-
 import torch
 from torch import nn
 from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
 
 from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
-from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin
+from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
 
 
 class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, GenerationMixin):
@@ -74,21 +73,13 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
             extra = h_prev is not None and index == self.config.insertion_layer
             if extra:  # h_prev goes first: visible from every position, its own output dropped below
                 hidden = torch.cat([h_prev[:, None, :].to(hidden.dtype), hidden], dim=1)
-            hidden = block(hidden, attention_mask=_causal_mask(hidden.shape[1], hidden))
+            hidden = block(hidden, attention_mask=causal_mask(hidden.shape[1], hidden))
             hidden = hidden[0] if isinstance(hidden, tuple) else hidden
             if extra:
                 hidden = hidden[:, 1:]
             layer_states.append(hidden)
         next_h_prev = self.recurrence([state[:, :stride] for state in layer_states]) if summarize else None
         return self.transformer.ln_f(hidden), next_h_prev
-
-
-def _causal_mask(length: int, like: torch.Tensor) -> torch.Tensor:
-    """Additive `(1, 1, length, length)` causal mask in `like`'s dtype (GPT-2's eager attention needs it explicit)."""
-    blocked = torch.ones(length, length, dtype=torch.bool, device=like.device).triu(1)
-    return torch.zeros(length, length, dtype=like.dtype, device=like.device).masked_fill(
-        blocked, torch.finfo(like.dtype).min
-    )[None, None]
 
 
 __all__ = ["GPT2WithRecurrence"]

@@ -39,6 +39,16 @@ def check_overlap(window_size: int, overlap: int) -> None:
         raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
 
 
+def causal_mask(length: int, like: torch.Tensor, additive: bool = True) -> torch.Tensor:
+    """The `(1, 1, length, length)` causal mask in the form an attention implementation takes: additive in `like`'s
+    dtype (eager attention; GPT-2's needs it explicit), or boolean, True where attending is allowed (SDPA)."""
+    allowed = torch.ones(length, length, dtype=torch.bool, device=like.device).tril()[None, None]
+    if not additive:
+        return allowed
+    return torch.zeros(allowed.shape, dtype=like.dtype, device=like.device).masked_fill(
+        ~allowed, torch.finfo(like.dtype).min)
+
+
 def values_are_free(tensor: torch.Tensor) -> bool:
     """Whether the checks that read a tensor's values (ids in the vocabulary, right padding) run: on the CPU they cost
     nothing; on an accelerator each would stall it with a host-device sync, so they run only with
@@ -123,7 +133,6 @@ class RecurrentCausalLMOutput(ModelOutput):
     recurrent_state: RecurrentState | None = None
 
 
-
 class RecurrentCausalLMMixin(WindowRecurrenceMixin):
     """A causal LM that reads any number of tokens in windows (§3.1): the loss accounting over windows, the state that
     carries a document from one call to the next, and `generate` across windows. The model provides
@@ -154,7 +163,6 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         model_kwargs["recurrent_state"] = outputs.recurrent_state
         return model_kwargs
 
-
     def window_step(self, window_ids, h_prev, owned_from: int, targets, summarize: bool, stride: int,
                     all_logits: bool = True):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
@@ -170,7 +178,6 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             loss_sum = F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(), targets.reshape(-1),
                                        ignore_index=-100, reduction="sum")
         return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
-
 
     def forward(
         self,
@@ -331,6 +338,7 @@ __all__ = [
     "RecurrentState",
     "RecurrenceModule",
     "WindowRecurrenceMixin",
+    "causal_mask",
     "check_attention_mask",
     "check_input_ids",
     "check_overlap",
