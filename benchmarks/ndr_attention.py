@@ -5,9 +5,10 @@ Attention mode (default): the same queries, keys and values (batch 8, 4 heads, d
 - geometric (fused): `geometric_attention`, the C++ kernel on CPU (in training it keeps the weights for backward);
 - geometric (PyTorch): logits -> `geometric_attention_weights` -> weights @ values, the fallback path;
 - softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`;
-forward + backward, medians of interleaved repetitions in this process (a noisy machine slows all alike). Peak
-memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch profiler's allocation events. It is
-also given against the size of one fp32 score tensor (batch x heads x N x N x 4 bytes).
+forward + backward, medians of interleaved repetitions in this process (each kind at each thread count in turn: a
+noisy machine slows all alike). Peak memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch
+profiler's allocation events. It is also given against the size of one fp32 score tensor (batch x heads x N x N x 4
+bytes).
 
 End-to-end mode (`--end-to-end`): one NDR training step (forward + backward) at the hub configs' shapes (CTL: 16
 tokens, ListOps: 50 tokens) for the NDR (geometric attention, fused and PyTorch) against the same model with softmax
@@ -104,19 +105,22 @@ def peak_memory_bytes(device, fn) -> int:
     return peak
 
 
-def interleaved_medians(functions: dict, warmup: int, repeats: int) -> dict:
-    times = {name: [] for name in functions}
+def interleaved_medians(functions: dict, counts: list[int], warmup: int, repeats: int) -> dict:
+    """{count: {name: median seconds}}: every repetition runs each function at each thread count in turn, so that a
+    slow spell of this shared machine falls on all of them alike, the thread scaling included."""
+    times = {(count, name): [] for count in counts for name in functions}
     for repeat in range(warmup + repeats):
-        for name, fn in functions.items():
+        for count, name in times:
+            torch.set_num_threads(count)
             start = time.perf_counter()
-            fn()
+            functions[name]()
             if repeat >= warmup:
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+                times[count, name].append(time.perf_counter() - start)
+    return {count: {name: statistics.median(times[count, name]) for name in functions} for count in counts}
 
 
-def measure(args):
-    results = {}
+def measure(args, counts: list[int]) -> dict:
+    results = {count: {} for count in counts}
     for n in args.lengths:
         kinds = {kind: fn for kind, fn in KINDS.items() if not (kind == "geometric (PyTorch)" and n > args.pytorch_max)}
         tensors = {kind: inputs(args, n) for kind in kinds}
@@ -126,17 +130,20 @@ def measure(args):
             step(kinds[kind], q, k, v)
             q.grad = k.grad = v.grad = None
 
-        seconds = interleaved_medians({kind: (lambda kind=kind: run(kind)) for kind in kinds}, args.warmup, args.repeats)
-        memory = {kind: peak_memory_bytes(args.device, lambda kind=kind: run(kind)) for kind in kinds}
+        by_count = interleaved_medians({kind: (lambda kind=kind: run(kind)) for kind in kinds}, counts, args.warmup,
+                                       args.repeats)
         score_bytes = args.batch_size * args.heads * n * n * 4
         base = "softmax (SDPA)"
-        results[n] = {
-            "seconds": seconds,
-            "peak_bytes": memory,
-            "fp32_score_tensor_bytes": score_bytes,
-            "time_ratio": {kind: seconds[kind] / seconds[base] for kind in kinds if kind != base},
-            "memory_over_score_tensor": {kind: memory[kind] / score_bytes for kind in kinds},
-        }
+        for count, seconds in by_count.items():
+            torch.set_num_threads(count)
+            memory = {kind: peak_memory_bytes(args.device, lambda kind=kind: run(kind)) for kind in kinds}
+            results[count][n] = {
+                "seconds": seconds,
+                "peak_bytes": memory,
+                "fp32_score_tensor_bytes": score_bytes,
+                "time_ratio": {kind: seconds[kind] / seconds[base] for kind in kinds if kind != base},
+                "memory_over_score_tensor": {kind: memory[kind] / score_bytes for kind in kinds},
+            }
     return results
 
 
@@ -191,8 +198,8 @@ def variant_call(name, model, input_ids, mask, labels, train, dtype="float32"):
     return call
 
 
-def measure_end_to_end(args):
-    results = {}
+def measure_end_to_end(args, counts: list[int]) -> dict:
+    results = {count: {} for count in counts}
     base = "softmax + relative"
     for shape, (hub_config, n, batch_size) in SHAPES.items():
         cases = [("train", n, args.train_batch_size or batch_size),
@@ -212,11 +219,11 @@ def measure_end_to_end(args):
                 for name, model in variants.items()
             }
             repeats = args.end_to_end_repeats if length <= 256 else 1
-            seconds = interleaved_medians(calls, warmup=1, repeats=repeats)
-            results[f"{shape} {mode} N={length} batch={batch}"] = {
-                "seconds": seconds,
-                "ratio_to_softmax_relative": {name: s / seconds[base] for name, s in seconds.items()},
-            }
+            for count, seconds in interleaved_medians(calls, counts, warmup=1, repeats=repeats).items():
+                results[count][f"{shape} {mode} N={length} batch={batch}"] = {
+                    "seconds": seconds,
+                    "ratio_to_softmax_relative": {name: s / seconds[base] for name, s in seconds.items()},
+                }
     return results
 
 
@@ -257,10 +264,12 @@ def main(argv=None):
     counts = list(dict.fromkeys(args.threads or [1, torch.get_num_threads()]))
     kernel = args.device == "cpu" and geometric_attention_cpu.load() is not None
     print(f"fused CPU kernel: {'built for ' + geometric_attention_cpu.native_isa() if kernel else 'not available (the fused rows run the PyTorch path)'}")
-    by_threads = {}
+    threads = torch.get_num_threads()
+    try:
+        by_threads = measure_end_to_end(args, counts) if args.end_to_end else measure(args, counts)
+    finally:
+        torch.set_num_threads(threads)
     for count in counts:
-        torch.set_num_threads(count)
-        by_threads[count] = measure_end_to_end(args) if args.end_to_end else measure(args)
         report(args, by_threads[count], count)
     scaling = thread_scaling(by_threads, counts)
     if scaling:

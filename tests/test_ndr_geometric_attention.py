@@ -277,9 +277,10 @@ def test_triton_kernel_under_the_interpreter():
 @pytest.mark.parametrize("n", [70, 300])
 def test_fused_kernel_at_one_and_two_threads_and_in_every_instruction_set(monkeypatch, n):
     """The kernel split over threads (batch x heads x blocks of rows) and built for the portable baseline as well as
-    for this CPU's vector width: values and gradients as close to float64 as the float32 PyTorch path is, at a length
-    below 256 (products over all matrices, two blocks of rows) and above (a product per block of rows); and under
-    bf16 autocast as the PyTorch path under it."""
+    for this CPU's vector width, its products through BLAS and through ATen (a torch without a Fortran BLAS): values
+    and gradients as close to float64 as the float32 PyTorch path is, at two and at five blocks of rows (the last one
+    short); and under bf16 autocast as the PyTorch path under it. The kernel flushes denormal floats while it runs:
+    afterwards every thread of the pool computes with them again."""
     builds = {isa: geometric_attention_cpu.load(isa) for isa in ("portable", geometric_attention_cpu.native_isa())}
     if any(kernel is None for kernel in builds.values()):
         pytest.skip("no compiler: only the PyTorch path exists")
@@ -301,9 +302,17 @@ def test_fused_kernel_at_one_and_two_threads_and_in_every_instruction_set(monkey
         pytorch = [(got - exact).abs().max() for got, exact in zip(run(None), reference)]
         for isa, kernel in builds.items():
             for count in (1, 2):
-                torch.set_num_threads(count)
-                for got, exact, bound in zip(run(kernel), reference, pytorch):
-                    assert (got - exact).abs().max() <= 2 * bound + 1e-6, (isa, count)
+                for blas in (True, False):
+                    torch.set_num_threads(count)
+                    kernel.use_blas(blas)
+                    try:
+                        results = run(kernel)
+                    finally:
+                        kernel.use_blas(True)
+                    for got, exact, bound in zip(results, reference, pytorch):
+                        assert (got - exact).abs().max() <= 2 * bound + 1e-6, (isa, count, blas)
+        denormal = torch.full((2**20,), 1e-39)  # large enough for torch to split the product over the pool
+        assert bool(((denormal * 1.0) == denormal).all()) and float(denormal[0]) > 0
         torch.set_num_threads(2)
         bf16 = [(got - exact).abs().max() for got, exact in zip(run(None, autocast=True), reference)]
         for got, exact, bound in zip(run(builds[geometric_attention_cpu.native_isa()], autocast=True), reference, bf16):

@@ -6,13 +6,15 @@ when `LENGTHGEN_FUSED_GEOMETRIC=0`; the caller then uses the pure PyTorch path o
 
 What it saves over the PyTorch path: per row, the log-sigmoids, the prefix sum, the mirror-column differences and
 the exponentials are computed in a few arrays of length N that stay in cache, instead of about a dozen passes over
-(..., N, N) tensors. From 256 positions on, the logits are made and used a block of 64 rows at a time and never
-kept, so evaluation holds no (..., N, N) tensor; shorter sequences get batched products over all matrices instead.
-When a gradient is needed, forward keeps the weights A (as large as the scores) and backward recomputes only the
+(..., N, N) tensors. The logits are made and used a block of 64 rows at a time and never kept, so evaluation holds
+no (..., N, N) tensor. When a gradient is needed, forward keeps the weights A (as large as the scores) and backward recomputes only the
 logits' sigmoids: redoing the whole forward, flash attention style, would cost backward three more transcendental
 functions per score and the prefix sums again, for memory the issue's budget (2x the scores) does not need. Rows are
-independent, so work is split over (batch x head) matrices with ATen's thread pool (`torch.set_num_threads`
-applies).
+independent, so forward is split over (batch x head x block of rows) tasks with ATen's thread pool
+(`torch.set_num_threads` applies; the extension is built with OpenMP, which that pool is), each thread with its own
+buffers; backward splits over whole matrices, whose blocks of rows all add to one key gradient. Each task calls BLAS
+directly, single-threaded, with denormal floats flushed to zero (see the comments in `SOURCE` for what each of these
+was worth).
 """
 
 import hashlib
@@ -34,6 +36,37 @@ template <typename T> static constexpr T kLowest = T(-87);
 template <> constexpr double kLowest<double> = -700.0;
 static constexpr double kEps = 1e-12;  // F.normalize's floor on the L1 norm
 
+// Denormal floats (below 1.2e-38 in magnitude) are flushed to zero while a thread runs the kernel, then the thread's
+// setting is restored. Weights A as small as 1e-35 are common (a source behind many likely ones), and their products
+// with values or gradients fall below that range, where each operation takes a microcode assist: with them the
+// kernel ran 1.4x slower at N = 256. What is lost is under 1.2e-38 in absolute value.
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+struct FlushDenormals {
+  const unsigned int saved = _mm_getcsr();
+  FlushDenormals() { _mm_setcsr(saved | 0x8040); }  // flush-to-zero (bit 15) and denormals-are-zero (bit 6)
+  ~FlushDenormals() { _mm_setcsr(saved); }
+};
+#else
+struct FlushDenormals {};
+#endif
+
+// The weights kept for backward are as large as the scores (128 MiB at batch x heads 32 and N = 1,024), fresh memory
+// at every call: in 4 KiB pages its first writes fault 32,768 times, which took a third of the forward's time there
+// Asking the kernel for 2 MiB pages (transparent huge pages, where the system
+// allows them on request, as Debian's and Ubuntu's default does) makes that 64 faults.
+#if defined(__linux__)
+#include <sys/mman.h>
+static void huge_pages(const torch::Tensor& t) {
+  constexpr uintptr_t kHuge = uintptr_t(1) << 21;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data_ptr()) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data_ptr()) + t.nbytes()) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advice: failure is harmless
+}
+#else
+static void huge_pages(const torch::Tensor&) {}
+#endif
+
 // Rows per block: 64 rows make the products big enough for BLAS to run near its speed (8 rows cost 1.8x at
 // N = 1024 here). Within a block the rows go kChains at a time, so that their buffers stay in L2 cache at any N:
 // the running sums along a row are serial, and the sums of kChains rows side by side let their adds overlap.
@@ -41,8 +74,7 @@ static constexpr int64_t kRows = 64;
 static constexpr int64_t kChains = 8;
 static_assert(kRows % kChains == 0, "blocks hold whole groups of chains");
 
-// Buffers for one block of kRows rows (logits, w; none for short sequences, whose (M, N, N) tensors are made whole)
-// and for one group of kChains rows within it (the rest): the steps of a row run a group at a time, so that their
+// Buffers for one block of kRows rows (logits, w) and for one group of kChains rows within it (the rest): the steps of a row run a group at a time, so that their
 // buffers stay in L2 cache at any length.
 template <typename T>
 struct Block {
@@ -52,8 +84,8 @@ struct Block {
   std::vector<T> log_p;    // kChains x N: log P[i, j]
   std::vector<T> prefix;   // kChains x (N + 1): prefix[c] = sum_{k < c} log(1 - P[i, k]), excluded k adding 0
   std::vector<T> scratch;  // kChains x (N + 1)
-  Block(int64_t n, bool whole)
-      : n(n), logits(whole ? 0 : kRows * n), w(whole ? 0 : kRows * n), log_p(kChains * n), prefix(kChains * (n + 1)),
+  explicit Block(int64_t n)
+      : n(n), logits(kRows * n), w(kRows * n), log_p(kChains * n), prefix(kChains * (n + 1)),
         scratch(kChains * (n + 1)) {}
 };
 
@@ -91,9 +123,12 @@ static void group_forward(Block<T>& blk, T* logits, const T* bias, const bool* r
     T* log_p = blk.log_p.data() + (i - g0) * n;
     T* log_not_p = blk.scratch.data() + (i - g0) * (n + 1);
     add_bias(x, bias, i, n);
+    // log sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); log(1 - sigmoid(x)) = min(-x, 0) - log1p(exp(-|x|)). The exp
+    // has a loop of its own: a call to the vector library inside the loop would make gcc reload the series'
+    // constants from the stack at every step
+    for (int64_t j = 0; j < n; ++j) log_p[j] = std::exp(std::max(-std::abs(x[j]), kLowest<T>));
     for (int64_t j = 0; j < n; ++j) {
-      // log sigmoid(x) = min(x, 0) - log1p(exp(-|x|)); log(1 - sigmoid(x)) = min(-x, 0) - log1p(exp(-|x|))
-      const T softplus = log1p_unit(std::exp(std::max(-std::abs(x[j]), kLowest<T>)));
+      const T softplus = log1p_unit(log_p[j]);
       log_p[j] = std::min(x[j], T(0)) - softplus;
       log_not_p[j] = std::min(-x[j], T(0)) - softplus;
     }
@@ -110,7 +145,7 @@ static void group_forward(Block<T>& blk, T* logits, const T* bias, const bool* r
   for (int64_t q = 0; q < kChains; ++q) blk.prefix[q * (n + 1) + n] = run[q];
   for (int64_t i = g0; i < g1; ++i) {
     const T* prefix = blk.prefix.data() + (i - g0) * (n + 1);
-    const T* log_p = blk.log_p.data() + (i - g0) * n;
+    T* log_p = blk.log_p.data() + (i - g0) * n;  // then exp(x)
     T* x = blk.scratch.data() + (i - g0) * (n + 1);
     T* wi = w + (i - g0) * n;
     // x[j] = sum of log(1 - P_k) over the sources k closer to i than j, with the mirror column m = 2i + 1 - j:
@@ -121,23 +156,21 @@ static void group_forward(Block<T>& blk, T* logits, const T* bias, const bool* r
     x[i] = T(0);
     for (int64_t j = i + 1; j < right_end; ++j) x[j] = prefix[j] - prefix[2 * i + 1 - j];
     for (int64_t j = right_end; j < n; ++j) x[j] = prefix[j];
+    // A = exp(x), made in the buffer (in cache) and written to w, which can be the large kept weights, in one pass
     for (int64_t j = 0; j < n; ++j) x[j] = std::max(x[j] + log_p[j], kLowest<T>);
-    for (int64_t j = 0; j < n; ++j) wi[j] = std::exp(x[j]);
-    for (int64_t j = 0; j < n; ++j) wi[j] = x[j] > kLowest<T> ? wi[j] : T(0);
-    wi[i] = T(0);
+    for (int64_t j = 0; j < n; ++j) log_p[j] = std::exp(x[j]);
+    for (int64_t j = 0; j < n; ++j) x[j] = x[j] > kLowest<T> ? log_p[j] : T(0);
+    x[i] = T(0);
     if (real)
-      for (int64_t j = 0; j < n; ++j) wi[j] = real[j] ? wi[j] : T(0);
+      for (int64_t j = 0; j < n; ++j) x[j] = real[j] ? x[j] : T(0);
     T total = 0;
-    for (int64_t j = 0; j < n; ++j) total += wi[j];
+    for (int64_t j = 0; j < n; ++j) {
+      wi[j] = x[j];
+      total += x[j];
+    }
     totals[i] = total;
   }
 }
-
-// Below kSmall positions, one batched product over all matrices (at::bmm) beats products per block of rows (here
-// 1.5x SDPA's time instead of 2.2x at N = 64, 1.9x instead of 2.0x at 192, and 2.0x instead of 1.8x at 256); the
-// (M, N, N) tensors this makes (logits and weights, and in backward the logits' gradient) are small there. From
-// kSmall positions on, blocks of kRows rows, and no (M, N, N) tensor but the weights kept for backward.
-static constexpr int64_t kSmall = 256;
 
 // Backward of targets g0..g1 (at most kChains) of one matrix. p: their rows of P = sigmoid(logits + bias); gz: their
 // rows of the gradient of the (normalised) weights, made into that of the logits; w: their rows of A; totals, real:
@@ -200,83 +233,120 @@ static void group_backward(Block<T>& blk, const T* p, T* gz, const T* w, const T
   }
 }
 
-// out (rows, cols) = scale * a (rows, inner) @ b (cols, inner)^T, all rows contiguous
-template <typename T>
-static void products(T* out, const T* a, const T* b, int64_t rows, int64_t cols, int64_t inner, double scale,
-                     const at::TensorOptions& opts) {
-  auto o = torch::from_blob(out, {rows, cols}, opts);
-  at::mm_out(o, torch::from_blob(const_cast<T*>(a), {rows, inner}, opts),
-             torch::from_blob(const_cast<T*>(b), {cols, inner}, opts).t());
-  if (scale != 1.0) o.mul_(scale);
+// The Fortran BLAS that torch links (MKL in the x86 wheels). Declared weak: under a torch built without one they
+// are null, and the products go through ATen (Tensor::addmm_) instead, as they also do after use_blas(false).
+extern "C" {
+void sgemm_(const char*, const char*, const int*, const int*, const int*, const float*, const float*, const int*,
+            const float*, const int*, const float*, float*, const int*) __attribute__((weak));
+void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*, const double*, const int*,
+            const double*, const int*, const double*, double*, const int*) __attribute__((weak));
+int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
 }
 
-// query, key (M, N, Dk), value (M, N, D), bias (M, N, 2) or empty, real (M, N) bool or empty. From kSmall positions
-// on, the logits of a block of rows are scale * query_rows @ key^T, made when needed and never kept.
+// Each task's products run on its own thread: MKL called inside a parallel region otherwise still plans for the
+// pool's threads and picks a packing (copy) kernel: backward at 2 threads took 1.1x (N = 1,024) to 1.3x (N = 256) as
+// long. Restores the thread's setting.
+struct SequentialBlas {
+  const int saved = MKL_Set_Num_Threads_Local ? MKL_Set_Num_Threads_Local(1) : 0;
+  ~SequentialBlas() {
+    if (MKL_Set_Num_Threads_Local) MKL_Set_Num_Threads_Local(saved);
+  }
+};
+
+static bool use_blas = true;
+static bool blas(char ta, char tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+                 float beta, float* c, int ldc) {
+  if (!use_blas || !sgemm_) return false;
+  sgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
+  return true;
+}
+static bool blas(char ta, char tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+                 int ldb, double beta, double* c, int ldc) {
+  if (!use_blas || !dgemm_) return false;
+  dgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
+  return true;
+}
+
+// c (m, n) = alpha * op(a) @ op(b) + beta * c for row-major matrices with leading dimensions lda, ldb, ldc, op
+// transposing where asked. Straight to BLAS: at::mm_out on from_blob tensors costs microseconds of dispatch per call,
+// and a block of rows makes four or five products of (64, N) x (N, 32).
+template <typename T>
+static void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  // BLAS is column-major, where this is c^T = op(b)^T @ op(a)^T
+  if (blas(transpose_b ? 'T' : 'N', transpose_a ? 'T' : 'N', n, m, k, alpha, b, ldb, a, lda, beta, c, ldc)) return;
+  const auto opts = torch::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+  auto matrix = [&](const T* x, int64_t rows, int64_t cols, int64_t ld, bool transpose) {
+    auto t = torch::from_blob(const_cast<T*>(x), {transpose ? cols : rows, transpose ? rows : cols}, {ld, 1}, opts);
+    return transpose ? t.t() : t;
+  };
+  auto out = torch::from_blob(c, {m, n}, {ldc, 1}, opts);
+  out.addmm_(matrix(a, m, k, lda, transpose_a), matrix(b, k, n, ldb, transpose_b), beta, alpha);
+}
+
+// query, key (M, N, Dk), value (M, N, D), bias (M, N, 2) or empty, real (M, N) bool or empty. The logits of a block
+// of rows are scale * query_rows @ key^T, made when needed and never kept.
 // Returns context (M, N, D) = A @ value (A row-normalised if normalize), the row sums of A (M, N), and, if
 // keep_weights (for backward), the unnormalised A (M, N, N); otherwise A exists one block of rows at a time.
 std::vector<torch::Tensor> forward(torch::Tensor query, torch::Tensor key, torch::Tensor value, double scale,
                                    torch::Tensor bias, torch::Tensor real, bool normalize, bool keep_weights) {
   const int64_t M = query.size(0), n = query.size(1), dk = query.size(2), d = value.size(2);
-  const bool whole = n < kSmall;
   auto opts = value.options();
-  auto logits = whole ? at::bmm(query, key.transpose(1, 2)).mul_(scale) : torch::empty({0}, opts);
-  auto weights = keep_weights || whole ? torch::empty({M, n, n}, opts) : torch::empty({0}, opts);
+  // the scale goes on the (M, N, Dk) queries once instead of on every (N, N) block of logits
+  auto scaled_query = scale != 1.0 ? (query * scale).contiguous() : query;
+  auto weights = keep_weights ? torch::empty({M, n, n}, opts) : torch::empty({0}, opts);
+  huge_pages(weights);
   auto context = torch::empty({M, n, d}, opts);
   auto totals = torch::empty({M, n}, opts);
   AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "geometric_attention_forward", [&] {
-    const scalar_t* Q = query.data_ptr<scalar_t>();
+    const scalar_t* Q = scaled_query.data_ptr<scalar_t>();
     const scalar_t* K = key.data_ptr<scalar_t>();
     const scalar_t* V = value.data_ptr<scalar_t>();
     const scalar_t* B = bias.numel() ? bias.data_ptr<scalar_t>() : nullptr;
     const bool* R = real.numel() ? real.data_ptr<bool>() : nullptr;
-    scalar_t* L = whole ? logits.data_ptr<scalar_t>() : nullptr;
     scalar_t* W = weights.numel() ? weights.data_ptr<scalar_t>() : nullptr;
     scalar_t* C = context.data_ptr<scalar_t>();
     scalar_t* S = totals.data_ptr<scalar_t>();
-    at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
-      Block<scalar_t> blk(n, whole);
-      for (int64_t b = begin; b < end; ++b) {
-        for (int64_t r0 = 0; r0 < n; r0 += kRows) {
-          const int64_t r1 = std::min(n, r0 + kRows), count = r1 - r0;
-          scalar_t* l = whole ? L + (b * n + r0) * n : blk.logits.data();
-          if (!whole) products(l, Q + (b * n + r0) * dk, K + b * n * dk, count, n, dk, scale, opts);
-          scalar_t* w = W ? W + (b * n + r0) * n : blk.w.data();
-          for (int64_t g0 = r0; g0 < r1; g0 += kChains)
-            group_forward(blk, l + (g0 - r0) * n, B ? B + b * n * 2 : nullptr, R ? R + b * n : nullptr, g0,
-                          std::min(r1, g0 + kChains), w + (g0 - r0) * n, S + b * n);
-          if (!whole) {
-            auto out = torch::from_blob(C + (b * n + r0) * d, {count, d}, opts);
-            at::mm_out(out, torch::from_blob(w, {count, n}, opts),
-                       torch::from_blob(const_cast<scalar_t*>(V + b * n * d), {n, d}, opts));
-          }
-        }
+    // every (matrix, block of rows) is independent: the tasks are split over the threads, each with its own buffers
+    const int64_t blocks = (n + kRows - 1) / kRows;
+    at::parallel_for(0, M * blocks, 1, [&](int64_t begin, int64_t end) {
+      FlushDenormals flush;
+      SequentialBlas sequential;
+      Block<scalar_t> blk(n);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t b = task / blocks, r0 = (task % blocks) * kRows, r1 = std::min(n, r0 + kRows), count = r1 - r0;
+        scalar_t* l = blk.logits.data();
+        gemm<scalar_t>(false, true, count, n, dk, 1, Q + (b * n + r0) * dk, dk, K + b * n * dk, dk, 0, l, n);
+        scalar_t* w = W ? W + (b * n + r0) * n : blk.w.data();
+        for (int64_t g0 = r0; g0 < r1; g0 += kChains)
+          group_forward(blk, l + (g0 - r0) * n, B ? B + b * n * 2 : nullptr, R ? R + b * n : nullptr, g0,
+                        std::min(r1, g0 + kChains), w + (g0 - r0) * n, S + b * n);
+        gemm<scalar_t>(false, false, count, d, n, 1, w, n, V + b * n * d, d, 0, C + (b * n + r0) * d, d);
       }
     });
   });
-  if (whole) at::bmm_out(context, weights, value);
   if (normalize) context.div_(totals.clamp_min(kEps).unsqueeze(-1));  // (A / T) @ value = (A @ value) / T
-  if (!keep_weights) weights = torch::empty({0}, opts);
   return {context, totals, weights};
 }
 
 // Gradients of forward's context with respect to query, key, value and bias, from the weights forward kept. The
-// logits are recomputed (one product) for the sigmoids P; nothing else of the forward is redone.
+// logits are recomputed (one product) for the sigmoids P; nothing else of the forward is redone. A task is one whole
+// matrix, as its blocks of rows all add to its key gradient.
 std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor query, torch::Tensor key,
                                     torch::Tensor value, double scale, torch::Tensor bias, torch::Tensor real,
                                     torch::Tensor totals, torch::Tensor weights, bool normalize) {
   const int64_t M = query.size(0), n = query.size(1), dk = query.size(2), d = value.size(2);
-  const bool whole = n < kSmall;
   auto opts = value.options();
   // value gradient: (A / T)^T @ grad_context = A^T @ (grad_context rows divided by their totals T)
-  auto grad_value = at::bmm(weights.transpose(1, 2),
-                            normalize ? grad_context / totals.clamp_min(kEps).unsqueeze(-1) : grad_context);
-  auto sigmoids = whole ? at::bmm(query, key.transpose(1, 2)).mul_(scale) : torch::empty({0}, opts);
-  auto grad_logits = whole ? at::bmm(grad_context, value.transpose(1, 2)) : torch::empty({0}, opts);
-  auto grad_query = whole ? torch::empty({0}, opts) : torch::empty_like(query);
-  auto grad_key = whole ? torch::empty({0}, opts) : torch::zeros_like(key);
+  auto grad_rows = normalize ? (grad_context / totals.clamp_min(kEps).unsqueeze(-1)).contiguous() : grad_context;
+  auto scaled_query = scale != 1.0 ? (query * scale).contiguous() : query;
+  auto grad_query = torch::empty_like(query);
+  auto grad_key = torch::zeros_like(key);
+  auto grad_value = torch::empty_like(value);
   auto grad_bias = bias.numel() ? torch::zeros_like(bias) : torch::empty({0}, opts);
   AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "geometric_attention_backward", [&] {
     const scalar_t* Q = query.data_ptr<scalar_t>();
+    const scalar_t* QS = scaled_query.data_ptr<scalar_t>();
     const scalar_t* K = key.data_ptr<scalar_t>();
     const scalar_t* V = value.data_ptr<scalar_t>();
     const scalar_t* B = bias.numel() ? bias.data_ptr<scalar_t>() : nullptr;
@@ -284,24 +354,26 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
     const scalar_t* S = totals.data_ptr<scalar_t>();
     const scalar_t* W = weights.data_ptr<scalar_t>();
     const scalar_t* G = grad_context.data_ptr<scalar_t>();
-    scalar_t* P = whole ? sigmoids.data_ptr<scalar_t>() : nullptr;
-    scalar_t* GL = whole ? grad_logits.data_ptr<scalar_t>() : nullptr;
-    scalar_t* GQ = whole ? nullptr : grad_query.data_ptr<scalar_t>();
-    scalar_t* GK = whole ? nullptr : grad_key.data_ptr<scalar_t>();
+    const scalar_t* GR = grad_rows.data_ptr<scalar_t>();
+    scalar_t* GQ = grad_query.data_ptr<scalar_t>();
+    scalar_t* GK = grad_key.data_ptr<scalar_t>();
+    scalar_t* GV = grad_value.data_ptr<scalar_t>();
     scalar_t* GB = B ? grad_bias.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, M, 1, [&](int64_t begin, int64_t end) {
-      Block<scalar_t> blk(n, whole);
+      FlushDenormals flush;
+      SequentialBlas sequential;
+      Block<scalar_t> blk(n);
       for (int64_t b = begin; b < end; ++b) {
         const scalar_t* bias_b = B ? B + b * n * 2 : nullptr;
         for (int64_t r0 = 0; r0 < n; r0 += kRows) {
           const int64_t r1 = std::min(n, r0 + kRows), count = r1 - r0;
-          const scalar_t* q_rows = Q + (b * n + r0) * dk;
-          scalar_t* p = whole ? P + (b * n + r0) * n : blk.logits.data();
-          scalar_t* gz = whole ? GL + (b * n + r0) * n : blk.w.data();
-          if (!whole) {
-            products(p, q_rows, K + b * n * dk, count, n, dk, scale, opts);
-            products(gz, G + (b * n + r0) * d, V + b * n * d, count, n, d, 1.0, opts);
-          }
+          scalar_t* p = blk.logits.data();
+          scalar_t* gz = blk.w.data();
+          gemm<scalar_t>(false, true, count, n, dk, 1, QS + (b * n + r0) * dk, dk, K + b * n * dk, dk, 0, p, n);
+          gemm<scalar_t>(false, true, count, n, d, 1, G + (b * n + r0) * d, d, V + b * n * d, d, 0, gz, n);
+          // the block's share of the value gradient, while its rows of A are in cache for group_backward too
+          gemm<scalar_t>(true, false, n, d, count, 1, W + (b * n + r0) * n, n, GR + (b * n + r0) * d, d, r0 ? 1 : 0,
+                         GV + b * n * d, d);
           // P = sigmoid(x) = 1 / (1 + e) at x >= 0 and e / (1 + e) below, e = exp(-|x|)
           for (int64_t i = r0; i < r1; ++i) {
             scalar_t* x = p + (i - r0) * n;
@@ -315,60 +387,65 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
             group_backward(blk, p + (g0 - r0) * n, gz + (g0 - r0) * n, W + (b * n + g0) * n, S + b * n,
                            R ? R + b * n : nullptr, normalize, g0, std::min(r1, g0 + kChains),
                            GB ? GB + b * n * 2 : nullptr);
-          if (!whole) {  // logits = scale * q k^T: grad q = scale * grad_logits @ k, grad k += scale * grad_logits^T @ q
-            auto gl = torch::from_blob(gz, {count, n}, opts);
-            auto gq = torch::from_blob(GQ + (b * n + r0) * dk, {count, dk}, opts);
-            at::mm_out(gq, gl, torch::from_blob(const_cast<scalar_t*>(K + b * n * dk), {n, dk}, opts));
-            if (scale != 1.0) gq.mul_(scale);
-            torch::from_blob(GK + b * n * dk, {n, dk}, opts)
-                .addmm_(gl.t(), torch::from_blob(const_cast<scalar_t*>(q_rows), {count, dk}, opts), 1.0, scale);
-          }
+          // logits = scale * q k^T: grad q = scale * grad_logits @ k, grad k += scale * grad_logits^T @ q
+          gemm<scalar_t>(false, false, count, dk, n, scale, gz, n, K + b * n * dk, dk, 0, GQ + (b * n + r0) * dk, dk);
+          gemm<scalar_t>(true, false, n, dk, count, scale, gz, n, Q + (b * n + r0) * dk, dk, 1, GK + b * n * dk, dk);
         }
       }
     });
   });
-  if (whole) {
-    grad_query = at::bmm(grad_logits, key).mul_(scale);
-    grad_key = at::bmm(grad_logits.transpose(1, 2), query).mul_(scale);
-  }
   return {grad_query, grad_key, grad_value, grad_bias};
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "geometric attention: A @ value, the row sums of A, and A if kept for backward");
   m.def("backward", &backward, "geometric attention: gradients of query, key, value and direction bias");
+  m.def("use_blas", [](bool on) { use_blas = on; }, "products through BLAS directly (default) or through ATen");
 }
 """
 
-_MODULE = None
-_TRIED = False
+# Vector code for the CPU it builds on (the build is cached per instruction set, so a shared cache never serves one
+# CPU's build to another): "avx512" and "avx2" where torch reports them, "portable" (the compiler's baseline x86-64,
+# SSE2) otherwise or on request (LENGTHGEN_GEOMETRIC_ISA=portable|avx2|avx512).
+ISA_FLAGS = {
+    "portable": [],
+    "avx2": ["-mavx2", "-mfma"],
+    "avx512": ["-mavx2", "-mfma", "-mavx512f", "-mavx512dq", "-mavx512bw", "-mavx512vl", "-mprefer-vector-width=512"],
+}
+_MODULES: dict[str, object] = {}
 
 
-def _flags() -> list[str]:
-    # -ffast-math lets gcc call glibc's vector exp/log1p (libmvec); -mavx2 only where this CPU has it
-    flags = ["-O3", "-ffast-math"]
-    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
-        flags += ["-mavx2", "-mfma"]
-    return flags
+def native_isa() -> str:
+    """The widest instruction set of `ISA_FLAGS` this CPU runs, as torch's own dispatch sees it."""
+    return {"AVX512": "avx512", "AVX2": "avx2"}.get(torch.backends.cpu.get_cpu_capability(), "portable")
 
 
-def load():
-    """The compiled extension, or None when it is switched off or cannot be built (then warns once)."""
-    global _MODULE, _TRIED
-    if _TRIED:
-        return _MODULE
-    _TRIED = True
+def _flags(isa: str) -> list[str]:
+    # -fopenmp: ATen's parallel_for is an OpenMP region compiled into this extension (without the flag it would run
+    # on one thread); -ffast-math lets gcc call glibc's vector exp (libmvec) in the instruction set's width
+    return ["-O3", "-ffast-math", "-fopenmp", *ISA_FLAGS[isa]]
+
+
+def load(isa: str | None = None):
+    """The compiled extension for `isa` (default: LENGTHGEN_GEOMETRIC_ISA, else the CPU's own, `native_isa`), or None
+    when it is switched off (LENGTHGEN_FUSED_GEOMETRIC=0) or cannot be built (then warns once)."""
     if os.environ.get("LENGTHGEN_FUSED_GEOMETRIC", "1") == "0":
         return None
+    isa = isa or os.environ.get("LENGTHGEN_GEOMETRIC_ISA") or native_isa()
+    if isa not in ISA_FLAGS:
+        raise ValueError(f"LENGTHGEN_GEOMETRIC_ISA must be one of {', '.join(ISA_FLAGS)}, got {isa!r}")
+    if isa in _MODULES:
+        return _MODULES[isa]
     from torch.utils import cpp_extension
 
-    flags = _flags()
+    flags = _flags(isa)
     key = hashlib.sha256((SOURCE + " ".join(flags) + torch.__version__).encode()).hexdigest()[:12]
     try:
-        _MODULE = cpp_extension.load_inline(
-            name=f"lengthgen_geometric_attention_{key}",
+        _MODULES[isa] = cpp_extension.load_inline(
+            name=f"lengthgen_geometric_attention_{isa}_{key}",
             cpp_sources=SOURCE,
             extra_cflags=flags,
+            extra_ldflags=["-fopenmp"],
             verbose=False,
         )
     except Exception as error:  # no compiler or ninja, or a failed build: the PyTorch path is exact, only slower
@@ -378,5 +455,5 @@ def load():
             "Set LENGTHGEN_FUSED_GEOMETRIC=0 to skip the attempt.",
             stacklevel=3,
         )
-        _MODULE = None
-    return _MODULE
+        _MODULES[isa] = None
+    return _MODULES[isa]
