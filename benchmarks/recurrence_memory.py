@@ -60,6 +60,14 @@ DEFAULTS = {  # GPT-2 small (§5: windows of 300), a Llama of its size, and RoBE
 }
 
 
+def allocator() -> str:
+    """The memory allocator the process runs on: glibc's malloc unless another is preloaded (LD_PRELOAD=...jemalloc or
+    tcmalloc, as PyTorch's CPU performance guide suggests). This machine's pages are slow to fault in the first time,
+    and glibc returns every block above 32 MiB to the system when it is freed, so the allocator moves the figures."""
+    preloaded = [os.path.basename(path) for path in os.environ.get("LD_PRELOAD", "").split() if "malloc" in path]
+    return preloaded[0] if preloaded else "glibc"
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(DEFAULTS), default="gpt2",
@@ -260,7 +268,8 @@ def main(argv=None) -> dict:
           f"{speed['ratio_to_one_window_at_a_time']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"hardware": hardware(), "arguments": {k: v for k, v in vars(args).items() if k not in ("json", "case")},
+            json.dump({"hardware": hardware(), "allocator": allocator(),
+                       "arguments": {k: v for k, v in vars(args).items() if k not in ("json", "case")},
                        "peak_bytes": results, **speed}, f, indent=2)
     return {"peak_bytes": results, **speed}
 

@@ -142,13 +142,14 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         if module is self and self.memory is not None:
             init.normal_(self.memory, std=getattr(self.decoder.config, "initializer_range", 0.02))
 
-    def run_window(self, window_ids: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
-        """The wrapped model on one window (at most T tokens, positions 0..t-1) with h_prev at layer l_ins (or the read
-        memory before the tokens). Returns the final hidden states `(batch, t, hidden)` and, if `summarize`, what the
-        next window receives: h_prev pooled over the window's first `stride` tokens, or the written memory."""
+    def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
+        """The wrapped model on one window's token embeddings (at most T tokens, positions 0..t-1) with h_prev at
+        layer l_ins (or the read memory before the tokens). Returns the final hidden states `(batch, t, hidden)` and, if
+        `summarize`, what the next window receives: h_prev pooled over the window's first `stride` tokens, or the
+        written memory."""
         if self.memory is not None:
-            return self._run_window_with_memory(window_ids, h_prev, summarize)
-        t = window_ids.shape[1]
+            return self._run_window_with_memory(window_embeds, h_prev, summarize)
+        t = window_embeds.shape[1]
         layer_states, hooks = [], []
         insert = h_prev is not None
 
@@ -187,8 +188,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                 hooks.append(layers[self.config.insertion_layer].register_forward_pre_hook(before, with_kwargs=True))
             for index, layer in enumerate(layers):
                 hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
-            positions = torch.arange(t, device=window_ids.device)[None]
-            hidden = self.decoder.base_model(input_ids=window_ids, position_ids=positions, use_cache=False).last_hidden_state
+            positions = torch.arange(t, device=window_embeds.device)[None]
+            hidden = self.decoder.base_model(inputs_embeds=window_embeds, position_ids=positions,
+                                             use_cache=False).last_hidden_state
         finally:
             for hook in hooks:
                 hook.remove()
@@ -197,17 +199,16 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             next_h_prev = self.recurrence([state[:, :stride] for state in layer_states])
         return hidden, next_h_prev
 
-    def _run_window_with_memory(self, window_ids: torch.Tensor, read: torch.Tensor | None, summarize: bool):
+    def _run_window_with_memory(self, tokens: torch.Tensor, read: torch.Tensor | None, summarize: bool):
         """[read memory, tokens, write memory] through the unmodified model (the write positions only if the window
         is full: no token sees them). Returns the tokens' final hidden states and the written memory."""
-        batch, t = window_ids.shape
+        batch, t = tokens.shape[:2]
         m = self.config.num_memory_tokens
-        tokens = self.get_input_embeddings()(window_ids)
         memory = self.memory.to(tokens.dtype)[None].expand(batch, m, -1)
         read = memory if read is None else read.to(tokens.dtype)
         pieces = [read, tokens] + [memory] * summarize
         inputs = torch.cat(pieces, dim=1)
-        positions = torch.arange(inputs.shape[1], device=window_ids.device)[None]
+        positions = torch.arange(inputs.shape[1], device=tokens.device)[None]
         hidden = self.decoder.base_model(inputs_embeds=inputs, position_ids=positions, use_cache=False).last_hidden_state
         return hidden[:, m:m + t], (hidden[:, m + t:] if summarize else None)
 

@@ -60,14 +60,14 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
-    def run_window(self, window_ids: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
+    def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
         """GPT-2 on one window (at most T tokens, positions 0..t-1), with h_prev as an extra key and value at layer
         l_ins. Returns the final hidden states `(batch, t, n_embd)` and, if `summarize`, the next window's h_prev from
         every block's output (Eq. 1's h^(l)) over the window's first `stride` tokens (those the next window does not
         repeat)."""
-        t = window_ids.shape[1]
-        positions = torch.arange(t, device=window_ids.device)
-        hidden = self.transformer.drop(self.transformer.wte(window_ids) + self.transformer.wpe(positions))
+        t = window_embeds.shape[1]
+        positions = torch.arange(t, device=window_embeds.device)
+        hidden = self.transformer.drop(window_embeds + self.transformer.wpe(positions))
         layer_states = []
         for index, block in enumerate(self.transformer.h):
             extra = h_prev is not None and index == self.config.insertion_layer
