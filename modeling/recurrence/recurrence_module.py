@@ -133,6 +133,15 @@ class RecurrentCausalLMOutput(ModelOutput):
     recurrent_state: RecurrentState | None = None
 
 
+def summed_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy of `targets` (-100 ignored), predicted by the first `targets.shape[1]` positions of
+    `logits`. Slices only where there are fewer labels than logits: a slice's backward zero-fills a gradient as large
+    as the logits."""
+    predicted = logits if targets.shape[1] == logits.shape[1] else logits[:, : targets.shape[1]]
+    return F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(), targets.reshape(-1), ignore_index=-100,
+                           reduction="sum")
+
+
 class RecurrentCausalLMMixin(WindowRecurrenceMixin):
     """A causal LM that reads any number of tokens in windows (§3.1): the loss accounting over windows, the state that
     carries a document from one call to the next, and `generate` across windows. The model provides
@@ -179,11 +188,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         logits = self.get_output_embeddings()(hidden[:, owned_from:])
         loss_sum = None
         if targets is not None:
-            # slice only where fewer labels than logits (a document's last window): a slice's backward zero-fills
-            # a gradient as large as the logits
-            predicted = logits if targets.shape[1] == logits.shape[1] else logits[:, : targets.shape[1]]
-            loss_sum = F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(), targets.reshape(-1),
-                                       ignore_index=-100, reduction="sum")
+            loss_sum = summed_loss(logits, targets)
         return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
 
     def forward(
@@ -288,10 +293,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         if once_per_call:
             logits = self.get_output_embeddings()(logits)
             if labels is not None:
-                targets = torch.cat(target_pieces, dim=1)
-                predicted = logits if targets.shape[1] == logits.shape[1] else logits[:, : targets.shape[1]]
-                loss_sum = loss_sum + F.cross_entropy(predicted.reshape(-1, predicted.shape[-1]).float(),
-                                                      targets.reshape(-1), ignore_index=-100, reduction="sum")
+                loss_sum = loss_sum + summed_loss(logits, torch.cat(target_pieces, dim=1))
         if not keep_logits:
             logits = logits[:, -1:]
         next_state = RecurrentState(
