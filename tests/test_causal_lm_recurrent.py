@@ -71,11 +71,15 @@ def test_first_window_is_the_unmodified_model(family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_without_recurrence_every_window_is_the_unmodified_model(family):
+@pytest.mark.parametrize("grad", [False, True], ids=["per-window", "once-per-call"])
+def test_without_recurrence_every_window_is_the_unmodified_model(family, grad):
+    """Both ways of running the embedding and the LM head: inside each window's step (no gradient, or window
+    checkpointing) and once over the call's windows (with gradients)."""
     model, decoder = models(family, use_recurrence=False)
     x = tokens(37)
+    with torch.set_grad_enabled(grad):
+        logits = model(x).logits.detach()
     with torch.no_grad():
-        logits = model(x).logits
         for start, owned in window_starts(37, 8, 3):
             end = min(start + 8, 37)
             reference = decoder(x[:, start:end]).logits[:, owned - start:]

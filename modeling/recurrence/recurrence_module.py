@@ -247,8 +247,9 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         # and the LM head run once per call, over all windows, as they do over a batch of windows in the plain
         # model: one (vocabulary x hidden) weight gradient each, where running them per window makes one per window
         # for autograd to sum (a Llama of GPT-2 small's size trained at 0.69x the plain model's speed that way, 0.86x
-        # this way). With checkpointing, both run inside each window's step, so that memory stays bounded.
-        once_per_call = not checkpointing
+        # this way). With checkpointing, and without gradients (evaluation, generate: nothing to sum, and the loss's
+        # temporaries stay one window large), both run inside each window's step.
+        once_per_call = torch.is_grad_enabled() and not checkpointing
         embedded = self.get_input_embeddings()(tokens) if once_per_call else None
 
         # labels by position in `tokens`; the logits at position p predict the label at p + 1
