@@ -11,8 +11,8 @@ Computed in log space with one cumulative sum per row: O(N^2) time, never the O(
 
 Two entry points:
 - `geometric_attention(query, key, value, ...)` returns A @ value, what the NDR's attention layer needs. On CPU it
-  runs the fused C++ kernel of `geometric_attention_cpu.py` (built on first use; from 256 positions on it makes
-  the logits a block of rows at a time, and it keeps A for backward only when a gradient is needed); on CUDA
+  runs the fused C++ kernel of `geometric_attention_cpu.py` (built on first use; it makes the logits a block of
+  rows at a time, and it keeps A for backward only when a gradient is needed); on CUDA
   the Triton kernel of `geometric_attention_triton.py` when Triton is installed; otherwise, or where the C++ kernel
   cannot be built, the PyTorch path below. All compute the same function.
 - `geometric_attention_weights(logits, ...)` returns A itself (for `output_attentions` and plots): PyTorch, with a
