@@ -7,10 +7,10 @@ when `LENGTHGEN_FUSED_GEOMETRIC=0`; the caller then uses the pure PyTorch path o
 What it saves over the PyTorch path: per row, the log-sigmoids, the prefix sum, the mirror-column differences and
 the exponentials are computed in a few arrays of length N that stay in cache, instead of about a dozen passes over
 (..., N, N) tensors. The logits are made and used a block of 64 rows at a time and never kept, so evaluation holds
-no (..., N, N) tensor. When a gradient is needed, forward keeps the weights A (as large as the scores) and backward recomputes only the
-logits' sigmoids: redoing the whole forward, flash attention style, would cost backward three more transcendental
-functions per score and the prefix sums again, for memory the issue's budget (2x the scores) does not need. Rows are
-independent, so forward is split over (batch x head x block of rows) tasks with ATen's thread pool
+no (..., N, N) tensor. When a gradient is needed, forward keeps the weights A (as large as the scores) and backward
+recomputes only the logits' sigmoids: redoing the whole forward, flash attention style, would cost backward three
+more transcendental functions per score and the prefix sums again, for memory the issue's budget (2x the scores) does
+not need. Rows are independent, so forward is split over (batch x head x block of rows) tasks with ATen's thread pool
 (`torch.set_num_threads` applies; the extension is built with OpenMP, which that pool is), each thread with its own
 buffers; backward splits over whole matrices, whose blocks of rows all add to one key gradient. Each task calls BLAS
 directly, single-threaded, with denormal floats flushed to zero (see the comments in `SOURCE` for what each of these
@@ -52,9 +52,9 @@ struct FlushDenormals {};
 #endif
 
 // The weights kept for backward are as large as the scores (128 MiB at batch x heads 32 and N = 1,024), fresh memory
-// at every call: in 4 KiB pages its first writes fault 32,768 times, which took a third of the forward's time there
-// Asking the kernel for 2 MiB pages (transparent huge pages, where the system
-// allows them on request, as Debian's and Ubuntu's default does) makes that 64 faults.
+// at every call: in 4 KiB pages its first writes fault 32,768 times, which took a third of the forward's time there.
+// Asking the kernel for 2 MiB pages (transparent huge pages, where the system allows them on request, as Debian's and
+// Ubuntu's default does) makes that 64 faults.
 #if defined(__linux__)
 #include <sys/mman.h>
 static void huge_pages(const torch::Tensor& t) {
@@ -74,8 +74,8 @@ static constexpr int64_t kRows = 64;
 static constexpr int64_t kChains = 8;
 static_assert(kRows % kChains == 0, "blocks hold whole groups of chains");
 
-// Buffers for one block of kRows rows (logits, w) and for one group of kChains rows within it (the rest): the steps of a row run a group at a time, so that their
-// buffers stay in L2 cache at any length.
+// Buffers for one block of kRows rows (logits, w) and for one group of kChains rows within it (the rest): the steps
+// of a row run a group at a time, so that their buffers stay in L2 cache at any length.
 template <typename T>
 struct Block {
   int64_t n;
@@ -285,21 +285,19 @@ static void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64
 }
 
 // query, key (M, N, Dk), value (M, N, D), bias (M, N, 2) or empty, real (M, N) bool or empty. The logits of a block
-// of rows are scale * query_rows @ key^T, made when needed and never kept.
+// of rows are scale * query_rows @ key^T (the scale applied by BLAS), made when needed and never kept.
 // Returns context (M, N, D) = A @ value (A row-normalised if normalize), the row sums of A (M, N), and, if
 // keep_weights (for backward), the unnormalised A (M, N, N); otherwise A exists one block of rows at a time.
 std::vector<torch::Tensor> forward(torch::Tensor query, torch::Tensor key, torch::Tensor value, double scale,
                                    torch::Tensor bias, torch::Tensor real, bool normalize, bool keep_weights) {
   const int64_t M = query.size(0), n = query.size(1), dk = query.size(2), d = value.size(2);
   auto opts = value.options();
-  // the scale goes on the (M, N, Dk) queries once instead of on every (N, N) block of logits
-  auto scaled_query = scale != 1.0 ? (query * scale).contiguous() : query;
   auto weights = keep_weights ? torch::empty({M, n, n}, opts) : torch::empty({0}, opts);
   huge_pages(weights);
   auto context = torch::empty({M, n, d}, opts);
   auto totals = torch::empty({M, n}, opts);
   AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "geometric_attention_forward", [&] {
-    const scalar_t* Q = scaled_query.data_ptr<scalar_t>();
+    const scalar_t* Q = query.data_ptr<scalar_t>();
     const scalar_t* K = key.data_ptr<scalar_t>();
     const scalar_t* V = value.data_ptr<scalar_t>();
     const scalar_t* B = bias.numel() ? bias.data_ptr<scalar_t>() : nullptr;
@@ -316,7 +314,7 @@ std::vector<torch::Tensor> forward(torch::Tensor query, torch::Tensor key, torch
       for (int64_t task = begin; task < end; ++task) {
         const int64_t b = task / blocks, r0 = (task % blocks) * kRows, r1 = std::min(n, r0 + kRows), count = r1 - r0;
         scalar_t* l = blk.logits.data();
-        gemm<scalar_t>(false, true, count, n, dk, 1, Q + (b * n + r0) * dk, dk, K + b * n * dk, dk, 0, l, n);
+        gemm<scalar_t>(false, true, count, n, dk, scale, Q + (b * n + r0) * dk, dk, K + b * n * dk, dk, 0, l, n);
         scalar_t* w = W ? W + (b * n + r0) * n : blk.w.data();
         for (int64_t g0 = r0; g0 < r1; g0 += kChains)
           group_forward(blk, l + (g0 - r0) * n, B ? B + b * n * 2 : nullptr, R ? R + b * n : nullptr, g0,
@@ -339,14 +337,12 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
   auto opts = value.options();
   // value gradient: (A / T)^T @ grad_context = A^T @ (grad_context rows divided by their totals T)
   auto grad_rows = normalize ? (grad_context / totals.clamp_min(kEps).unsqueeze(-1)).contiguous() : grad_context;
-  auto scaled_query = scale != 1.0 ? (query * scale).contiguous() : query;
   auto grad_query = torch::empty_like(query);
   auto grad_key = torch::zeros_like(key);
   auto grad_value = torch::empty_like(value);
   auto grad_bias = bias.numel() ? torch::zeros_like(bias) : torch::empty({0}, opts);
   AT_DISPATCH_FLOATING_TYPES(value.scalar_type(), "geometric_attention_backward", [&] {
     const scalar_t* Q = query.data_ptr<scalar_t>();
-    const scalar_t* QS = scaled_query.data_ptr<scalar_t>();
     const scalar_t* K = key.data_ptr<scalar_t>();
     const scalar_t* V = value.data_ptr<scalar_t>();
     const scalar_t* B = bias.numel() ? bias.data_ptr<scalar_t>() : nullptr;
@@ -369,7 +365,7 @@ std::vector<torch::Tensor> backward(torch::Tensor grad_context, torch::Tensor qu
           const int64_t r1 = std::min(n, r0 + kRows), count = r1 - r0;
           scalar_t* p = blk.logits.data();
           scalar_t* gz = blk.w.data();
-          gemm<scalar_t>(false, true, count, n, dk, 1, QS + (b * n + r0) * dk, dk, K + b * n * dk, dk, 0, p, n);
+          gemm<scalar_t>(false, true, count, n, dk, scale, Q + (b * n + r0) * dk, dk, K + b * n * dk, dk, 0, p, n);
           gemm<scalar_t>(false, true, count, n, d, 1, G + (b * n + r0) * d, d, V + b * n * d, d, 0, gz, n);
           // the block's share of the value gradient, while its rows of A are in cache for group_backward too
           gemm<scalar_t>(true, false, n, d, count, 1, W + (b * n + r0) * n, n, GR + (b * n + r0) * d, d, r0 ? 1 : 0,
