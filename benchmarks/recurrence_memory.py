@@ -3,10 +3,10 @@
 
 GPT2WithRecurrence (GPT-2 small architecture, windows of 300 tokens, a document with next-token labels), with
 `--model llama` CausalLMWithRecurrence wrapping a Llama of the same size (rotary positions, SwiGLU, RMSNorm; the
-rotary family's case), or, with `--model roberta`, RobertaWithRecurrenceForQuestionAnswering (RoBERTa-base architecture, windows of 512 tokens, a
-question whose answer span is in the last window); random weights, batch 1. Each case runs in a fresh subprocess
-(on CUDA `torch.cuda.max_memory_allocated`, on CPU the process's peak resident set size from getrusage) and reports
-two peaks:
+rotary family's case), or, with `--model roberta`, RobertaWithRecurrenceForQuestionAnswering (RoBERTa-base
+architecture, windows of 512 tokens, a question whose answer span is in the last window); random weights, batch 1.
+Each case runs in a fresh subprocess (on CUDA `torch.cuda.max_memory_allocated`, on CPU the process's peak resident
+set size from getrusage) and reports two peaks:
 
 * training: the whole footprint of training above the bare interpreter, through two AdamW steps: parameters, their
   gradients, Adam's two moments and the step's activations. This is the memory a run needs, the M of the paper's
@@ -194,13 +194,14 @@ def throughput(args) -> dict:
     """Training tokens per second of the recurrent model and of the plain model (GPT2LMHeadModel, the wrapped Llama
     or RobertaForQuestionAnswering, same weights) on the same windows: one example of `--throughput-windows` windows
     vs. those windows as a batch of plain inputs (the ratio), and vs. the plain model reading them one after another
-    as the recurrence must (the ratio to one window at a time: what the batch shape alone is worth). Steps are interleaved in this process, so a noisy machine slows both
-    alike; medians are reported."""
+    as the recurrence must (the ratio to one window at a time: what the batch shape alone is worth). Steps are
+    interleaved in this process, so a noisy machine slows both alike; medians are reported."""
     torch.manual_seed(0)
     recurrent = build(args)
     plain = plain_model(args, recurrent)
     recurrent_inputs, plain_inputs = training_inputs(args, args.throughput_windows)
     plain_name = {"gpt2": "plain GPT-2", "llama": "plain Llama", "roberta": "plain RoBERTa"}[args.model]
+
     def plain_one_window_at_a_time():
         for i in range(args.throughput_windows):
             plain(**{name: value[i:i + 1] for name, value in plain_inputs.items()}).loss.backward()

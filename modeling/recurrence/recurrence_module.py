@@ -271,14 +271,14 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             targets = shifted[:, start + owned_from:end] if labels is not None else None
             if owned_from < end - start or summarize:
                 window_embeds = embedded[:, start:end] if once_per_call else None
-                step = (tokens[:, start:end], window_embeds, h_prev, owned_from, targets, summarize, stride, keep_logits,
-                        not once_per_call)
+                step = (tokens[:, start:end], window_embeds, h_prev, owned_from, targets, summarize, stride,
+                        keep_logits, not once_per_call)
                 if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
                     logits, window_loss, next_h_prev = self._gradient_checkpointing_func(self.window_step, *step)
                 else:
                     logits, window_loss, next_h_prev = self.window_step(*step)
                 if owned_from < end - start:
-                    pieces.append(logits)  # or the final hidden states, once_per_call
+                    pieces.append(logits)  # the final hidden states when once_per_call
                     target_pieces.append(targets)
                     if window_loss is not None:
                         loss_sum = loss_sum + window_loss
@@ -291,7 +291,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             if start + overlap >= tokens.shape[1]:  # the next window has no new token yet
                 break
         logits = torch.cat(pieces, dim=1)
-        if once_per_call:
+        if once_per_call:  # pieces held the final hidden states
             logits = self.get_output_embeddings()(logits)
             if labels is not None:
                 loss_sum = loss_sum + summed_loss(logits, torch.cat(target_pieces, dim=1))
