@@ -202,3 +202,39 @@ def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_se
     assert f"| lstm | 2 | {mean:.3f} +- {std:.3f} |" in table
     again = recurrent_bias_study.main([*arguments, "--summary-only"])  # finished runs are read, not trained again
     assert again["summary"] == record["summary"]
+
+
+def test_gate_wave_reads_each_function_column_and_its_update_step():
+    """benchmarks/ndr_gate_wave.py: the column of the k-th applied function is where the tokenizer puts that function's
+    letter, in both presentation orders; a column's update step is the first step its gate reaches half its peak."""
+    import ndr_gate_wave
+    import torch
+    from transformers import AutoTokenizer
+
+    from lengthgen.data.ctl import ctl_example, ctl_tables
+
+    tokenizer = AutoTokenizer.from_pretrained(os.path.join(REPO, "checkpoints", "ndr-ctl-backward"))
+    functions = (4, 0, 7, 2)  # applied in this order: a..i = 0..8
+    tables = ctl_tables(8, 9, seed=0)
+    for direction in ("forward", "backward"):
+        ids = tokenizer(ctl_example(5, functions, tables, direction, bits=3)["input"])["input_ids"]
+        letters = [tokenizer.convert_ids_to_tokens(ids[c]) for c in ndr_gate_wave.function_columns(direction, 4)]
+        assert letters == ["e", "a", "h", "c"], direction
+
+    # steps x batch x columns; column 0 rises at step 2 (0.5 >= half of 0.9), column 1 only at its peak, step 3
+    gates = torch.tensor([[[0.1, 0.0]], [[0.5, 0.1]], [[0.9, 0.8]], [[0.6, 0.3]]])
+    assert ndr_gate_wave.update_steps(gates).tolist() == [[2, 3]]
+
+
+def test_gate_wave_runs_a_shipped_checkpoint(tmp_path):
+    import json
+
+    import ndr_gate_wave
+
+    checkpoint = os.path.join(REPO, "checkpoints", "ndr-ctl-forward")
+    [result] = ndr_gate_wave.main([checkpoint, "--depth", "6", "--examples", "16", "--num-steps", "14",
+                                   "--json", str(tmp_path / "wave.json")])
+    assert result["direction"] == "forward" and result["trained_steps"] == 14
+    assert result["accuracy"] >= 0.9  # 6 applications: the validation depths, 1.000 on the model's card
+    assert len(result["function_update_step"]) == 6 and all(1 <= s <= 14 for s in result["function_update_step"])
+    assert json.loads((tmp_path / "wave.json").read_text()) == [result]
