@@ -98,12 +98,30 @@ PRESETS = load_reproduction_presets()
 
 NUM_STEPS = (14, 18, 24, 32)
 WALL_FILE = "reproduce_wall_seconds.json"  # the training sessions' wall times, beside the checkpoints
+PIECE_FILE = "reproduce_piece_started.json"  # the start of the training session under way (gone once it returns)
 
 
 def get_last_checkpoint_or_none(output_dir: str) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def training_wall_seconds(output_dir: str) -> list[float]:
+    """The wall times of the run's training sessions so far (WALL_FILE). A session stopped by a kill left its start in
+    PIECE_FILE and no wall time: it counts until its last checkpoint, the work after that being lost."""
+    wall_file, piece_file = os.path.join(output_dir, WALL_FILE), os.path.join(output_dir, PIECE_FILE)
+    wall = json.load(open(wall_file)) if os.path.exists(wall_file) else []
+    if os.path.exists(piece_file):
+        started = json.load(open(piece_file))["started"]
+        checkpoint = get_last_checkpoint_or_none(output_dir)
+        saved = os.path.getmtime(os.path.join(checkpoint, "trainer_state.json")) if checkpoint else started
+        if saved > started:
+            wall.append(round(saved - started, 1))
+            with open(wall_file, "w") as f:
+                json.dump(wall, f)
+        os.remove(piece_file)
+    return wall
 
 
 def on_gpu(preset: Preset) -> bool:
@@ -225,15 +243,19 @@ def reproduce(name: str, output_root: str, precision: str | None = None, results
     trained = training_finished(output_dir, preset)
     argv = script_arguments(name, preset, output_dir, precision, trained, max_train_seconds)
     script = os.path.join(REPO_ROOT, "examples", f"run_{preset.script}.py")
+    wall = training_wall_seconds(output_dir)  # the training sessions' wall time, resumptions included
     start = time.time()
+    if not trained:
+        os.makedirs(output_dir, exist_ok=True)
+        with open(os.path.join(output_dir, PIECE_FILE), "w") as f:
+            json.dump({"started": start}, f)
     # the script's printout goes to the log beside the run, its progress bar to the terminal
     metrics = run_script(script, argv, os.path.join(output_root, f"{name}.log"), torch.get_num_threads(), verbose)
-    wall_file = os.path.join(output_dir, WALL_FILE)
-    wall = json.load(open(wall_file)) if os.path.exists(wall_file) else []
-    if not trained:  # the training sessions' wall time, resumptions included
+    if not trained:
         wall.append(time.time() - start)
-        with open(wall_file, "w") as f:
+        with open(os.path.join(output_dir, WALL_FILE), "w") as f:
             json.dump(wall, f)
+        os.remove(os.path.join(output_dir, PIECE_FILE))
     with open(os.path.join(output_dir, "config.json")) as f:
         model_config = json.load(f)
     with open(os.path.join(output_dir, "trainer_state.json")) as f:

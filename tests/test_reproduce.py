@@ -75,6 +75,7 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     assert resumed["training"]["steps"] == 6
     assert [p["step"] for p in resumed["learning_curve"] if "loss" in p] == [p["step"] for p in saved["learning_curve"] if "loss" in p]
     assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 2
+    assert not (run_dir / reproduce.PIECE_FILE).exists()  # a session that returned leaves no start behind
 
     table = reproduce.results_table(str(results_dir))
     assert "| ndr-ctl-backward | thesis Table 5.1 | test  |" in table and "1.00" in table
@@ -89,6 +90,24 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     # evaluating the same checkpoint again keeps its num_steps table
     reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
     assert json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"] == stored
+
+
+def test_a_killed_session_counts_until_its_last_checkpoint(tmp_path):
+    """A session stopped by a kill wrote no wall time; the next one counts it from its recorded start to its last
+    checkpoint's save (the steps after that were lost), once."""
+    (tmp_path / reproduce.WALL_FILE).write_text("[100.0]")
+    (tmp_path / reproduce.PIECE_FILE).write_text(json.dumps({"started": 1_000_000.0}))
+    for step, saved in ((3, 1_000_020.0), (6, 1_000_045.0)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+        os.utime(tmp_path / f"checkpoint-{step}" / "trainer_state.json", (saved, saved))
+    assert reproduce.training_wall_seconds(str(tmp_path)) == [100.0, 45.0]
+    assert not (tmp_path / reproduce.PIECE_FILE).exists()
+    assert reproduce.training_wall_seconds(str(tmp_path)) == [100.0, 45.0]
+    # killed before its first checkpoint of its own: nothing to count
+    (tmp_path / reproduce.PIECE_FILE).write_text(json.dumps({"started": 2_000_000.0}))
+    assert reproduce.training_wall_seconds(str(tmp_path)) == [100.0, 45.0]
+    assert json.loads((tmp_path / reproduce.WALL_FILE).read_text()) == [100.0, 45.0]
 
 
 def test_unknown_preset_lists_the_valid_ones(capsys):
