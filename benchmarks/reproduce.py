@@ -244,10 +244,11 @@ def reproduce(name: str, output_root: str, precision: str | None = None, results
     argv = script_arguments(name, preset, output_dir, precision, trained, max_train_seconds)
     script = os.path.join(REPO_ROOT, "examples", f"run_{preset.script}.py")
     wall = training_wall_seconds(output_dir)  # the training sessions' wall time, resumptions included
+    piece_file = os.path.join(output_dir, PIECE_FILE)
     start = time.time()
     if not trained:
         os.makedirs(output_dir, exist_ok=True)
-        with open(os.path.join(output_dir, PIECE_FILE), "w") as f:
+        with open(piece_file, "w") as f:
             json.dump({"started": start}, f)
     # the script's printout goes to the log beside the run, its progress bar to the terminal
     metrics = run_script(script, argv, os.path.join(output_root, f"{name}.log"), torch.get_num_threads(), verbose)
@@ -255,7 +256,7 @@ def reproduce(name: str, output_root: str, precision: str | None = None, results
         wall.append(time.time() - start)
         with open(os.path.join(output_dir, WALL_FILE), "w") as f:
             json.dump(wall, f)
-        os.remove(os.path.join(output_dir, PIECE_FILE))
+        os.remove(piece_file)
     with open(os.path.join(output_dir, "config.json")) as f:
         model_config = json.load(f)
     with open(os.path.join(output_dir, "trainer_state.json")) as f:
