@@ -41,6 +41,7 @@ from lengthgen.training.models import (
     ModelArguments,
     classifier_tokenizer_and_labels,
     load_classifier,
+    record_training_hyperparameters,
 )
 from lengthgen.training.distillation import ClassificationTrainer, DistillationArguments, teacher_logits
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
@@ -122,6 +123,8 @@ def main(argv=None):
         raise ValueError(f"{data_args.dataset_name} has no 'train' split; it has {sorted(splits)}.")
     tokenizer, labels = classifier_tokenizer_and_labels(model_args, splits)
     model = load_classifier(model_args, tokenizer, labels)
+    if training_args.do_train:
+        record_training_hyperparameters(model.config, training_args)
     if data_args.num_steps is not None:
         if data_args.num_steps < 1:
             raise UsageError(f"--num_steps must be at least 1, got {data_args.num_steps}.")

@@ -41,6 +41,7 @@ from lengthgen.training.models import (
     ModelArguments,
     load_masked_lm,
     masked_lm_tokenizer,
+    record_training_hyperparameters,
 )
 from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
 from lengthgen.training.scripts import upload_output_dir
@@ -175,6 +176,8 @@ def main(argv=None):
             raise ValueError(f"{data_args.dataset_name} has no {split!r} split; it has {sorted(splits)}.")
     tokenizer = masked_lm_tokenizer(model_args, data_args.dataset_name, data_args.dataset_config_name, splits)
     model = load_masked_lm(model_args, tokenizer)
+    if training_args.do_train:
+        record_training_hyperparameters(model.config, training_args)
 
     if data_args.max_train_samples is not None and "train" in splits:
         splits["train"] = splits["train"].select(range(min(data_args.max_train_samples, len(splits["train"]))))

@@ -51,7 +51,7 @@ def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, m
          "--dataset_name", "ctl", "--dataset_config_name", "backward",
          "--dataset_param", "train_size=300", "validation_iid_size=20", "validation_size=30", "test_size=20",
          "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--max_steps", "3", "--num_steps", "6",
-         "--per_device_train_batch_size", "32", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true"]
+         "--per_device_train_batch_size", "32", "--learning_rate", "2e-3", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true"]
     )
     assert {s for training, s in steps_seen if training} == {4} and {s for training, s in steps_seen if not training} == {6}
     for d in (6, 7, 8):
@@ -61,6 +61,9 @@ def test_run_classification_end_to_end_with_more_steps_at_evaluation(tmp_path, m
     assert calibration <= set(metrics) and all(0 <= metrics[key] <= 1 for key in calibration)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["num_steps"] is None and saved["num_layers"] == 4 and saved["id2label"]["0"] == "000"
+    # the trained model's recipe is this run's (hub_configs/ndr-ctl carries the thesis's: 30K steps of 512, lr 1.5e-4)
+    assert saved["training_hyperparameters"] == {"learning_rate": 2e-3, "max_grad_norm": 1.0, "max_steps": 3,
+                                                 "per_device_train_batch_size": 32, "weight_decay": 0.0}
     assert "| validation | 6 |" in (tmp_path / "README.md").read_text()
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)

@@ -103,6 +103,20 @@ def load_masked_lm(model_args: ModelArguments, tokenizer):
     return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
+def record_training_hyperparameters(config, training_args):
+    """A config folder's `training_hyperparameters` (the paper's recipe, e.g. hub_configs/ndr-ctl's) replaced field by
+    field with the values this run trains with, so that a trained model's config says how it was trained, not how the
+    paper trained its own. Fields that are not TrainingArguments keep their value; a run that counts epochs
+    (max_steps -1) also records num_train_epochs. A config without the field is left as it is."""
+    recipe = getattr(config, "training_hyperparameters", None)
+    if not recipe:
+        return
+    recipe = {name: getattr(training_args, name, value) for name, value in recipe.items()}
+    if recipe.get("max_steps") == -1:
+        recipe["num_train_epochs"] = training_args.num_train_epochs
+    config.training_hyperparameters = recipe
+
+
 def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
     """The recurrence settings `names` a run asks for: those of a preset config (--config_name beside
     --model_name_or_path, e.g. hub_configs/gpt2-recurrent-pg19), overridden by the ones given on the command line."""
