@@ -195,7 +195,8 @@ def main(argv=None):
 
     if training_args.should_save:
         if training_args.do_train:  # how the model was trained, for lengthgen-release's model card
-            record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args, task="text-classification")
+            record_run(training_args.output_dir, "examples/run_classification.py", argv, data_args,
+                       task="text-classification", trainer=trainer)
         elif training_args.do_eval and model_args.model_name_or_path and os.path.isdir(model_args.model_name_or_path):
             # an evaluation of a trained folder (e.g. with --num_steps): the output becomes a copy of that model
             # with these numbers, which lengthgen-release can publish

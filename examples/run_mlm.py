@@ -236,7 +236,8 @@ def main(argv=None):
 
     if training_args.should_save:
         if training_args.do_train:  # how the model was trained, for lengthgen-release's model card
-            record_run(training_args.output_dir, "examples/run_mlm.py", argv, data_args, task="fill-mask")
+            record_run(training_args.output_dir, "examples/run_mlm.py", argv, data_args, task="fill-mask",
+                       trainer=trainer)
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,
             tasks="fill-mask",

@@ -88,6 +88,15 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
     if has_plot:
         lines += ["", f"![accuracy against length or depth]({PLOT})"]
     lines += ["", "## Training", "", "```bash", run["command"], "```"]
+    if run.get("max_train_seconds") and run.get("trained_steps"):
+        lines += ["", f"The run had a wall-clock budget (`--max_train_seconds`) and trained {run['trained_steps']:,} "
+                  "steps, in sessions that each resumed from the last checkpoint; the command above, without the budget, "
+                  "trains its whole schedule."]
+    elif run.get("trained_steps"):
+        lines += ["", f"Trained {run['trained_steps']:,} steps."]
+    if run.get("best_step") and run["best_step"] != run.get("trained_steps"):
+        lines += ["", f"The weights are step {run['best_step']:,}'s, the best checkpoint on validation "
+                  "(`--load_best_model_at_end`)."]
     if run.get("evaluation_command"):
         lines += ["", "The results above were measured by evaluating the trained model again:", "", "```bash",
                   run["evaluation_command"], "```"]

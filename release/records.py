@@ -11,11 +11,31 @@ RUN_RECORD = "lengthgen_run.json"
 PLOT = "accuracy.png"
 
 
-def record_run(output_dir: str, script: str, argv: list[str] | None, data_args, task: str):
-    """Write `lengthgen_run.json` in an example script's output directory: how the model was trained, for the card."""
-    argv = sys.argv[1:] if argv is None else argv
+def without_time_budget(argv: list[str]) -> tuple[list[str], float | None]:
+    """`argv` without `--max_train_seconds` (a session's wall-clock budget, not part of the recipe) and that budget."""
+    budget, rest = None, []
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--max_train_seconds":
+            budget = float(next(arguments))
+        elif argument.startswith("--max_train_seconds="):
+            budget = float(argument.partition("=")[2])
+        else:
+            rest.append(argument)
+    return rest, budget
+
+
+def record_run(output_dir: str, script: str, argv: list[str] | None, data_args, task: str, trainer=None):
+    """Write `lengthgen_run.json` in an example script's output directory: how the model was trained, for the card.
+    The command is recorded without its wall-clock budget; the `trainer` that trained says where training stopped and,
+    with `--load_best_model_at_end`, which checkpoint's weights were kept."""
+    argv, budget = without_time_budget(sys.argv[1:] if argv is None else argv)
+    best = trainer.state.best_model_checkpoint if trainer and trainer.args.load_best_model_at_end else None
     record = {
         "command": f"python {script} {shlex.join(argv)}",
+        "trained_steps": trainer.state.global_step if trainer else None,
+        "best_step": int(best.rsplit("-", 1)[1]) if best else None,
+        "max_train_seconds": budget,  # the last session's budget, when it had one
         "task": task,
         "dataset": data_args.dataset_name,
         "dataset_config": data_args.dataset_config_name,

@@ -242,3 +242,28 @@ def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(tmp_path):
     record = json.loads((output / records.RUN_RECORD).read_text())
     assert record["command"] == "python train.py" and record["num_steps"] == 14
     assert record["evaluation_command"] == "python examples/run_classification.py --num_steps 14"
+
+
+def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stopped(tmp_path):
+    """The card's command is the recipe without the session's budget; it says how many steps were trained and which
+    checkpoint's weights were kept, as the Trainer's own trainer_state.json records them."""
+    output_dir = tmp_path / "run"
+    run_classification.main(
+        ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
+         "--config_overrides", "hidden_size=32,intermediate_size=64,num_layers=3",
+         "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
+         "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "100000", "--max_train_seconds", "8",
+         "--per_device_train_batch_size", "32", "--eval_strategy", "steps", "--eval_steps", "2", "--save_steps", "2",
+         "--save_total_limit", "2",
+         "--load_best_model_at_end", "--metric_for_best_model", "accuracy", "--use_cpu", "--disable_tqdm", "true",
+         "--report_to", "none"]
+    )
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    record = json.loads((output_dir / "lengthgen_run.json").read_text())
+    assert "--max_train_seconds" not in record["command"] and "--max_steps 100000" in record["command"]
+    assert record["max_train_seconds"] == 8 and 0 < record["trained_steps"] == state["global_step"] < 100000
+    assert record["best_step"] == int(state["best_model_checkpoint"].rsplit("-", 1)[1])
+    card = open(os.path.join(release(str(output_dir), "someone/ndr-budget", target=str(tmp_path / "r")),
+                             "README.md")).read()
+    assert f"trained {state['global_step']:,} steps, in sessions" in card
+    assert (f"The weights are step {record['best_step']:,}'s" in card) == (record["best_step"] != state["global_step"])
