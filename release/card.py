@@ -89,9 +89,8 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
         lines += ["", f"![accuracy against length or depth]({PLOT})"]
     lines += ["", "## Training", "", "```bash", run["command"], "```"]
     if run.get("max_train_seconds") and run.get("trained_steps"):
-        lines += ["", f"The run had a wall-clock budget (`--max_train_seconds`) and trained {run['trained_steps']:,} "
-                  "steps, in sessions that each resumed from the last checkpoint; the command above, without the budget, "
-                  "trains its whole schedule."]
+        lines += ["", f"Trained {run['trained_steps']:,} steps under a wall-clock budget (`--max_train_seconds`, left out "
+                  "above: a session it stops resumes from its last checkpoint when the same command is given again)."]
     elif run.get("trained_steps"):
         lines += ["", f"Trained {run['trained_steps']:,} steps."]
     if run.get("best_step") and run["best_step"] != run.get("trained_steps"):

@@ -265,5 +265,5 @@ def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stoppe
     assert record["best_step"] == int(state["best_model_checkpoint"].rsplit("-", 1)[1])
     card = open(os.path.join(release(str(output_dir), "someone/ndr-budget", target=str(tmp_path / "r")),
                              "README.md")).read()
-    assert f"trained {state['global_step']:,} steps, in sessions" in card
+    assert f"Trained {state['global_step']:,} steps under a wall-clock budget" in card
     assert (f"The weights are step {record['best_step']:,}'s" in card) == (record["best_step"] != state["global_step"])
