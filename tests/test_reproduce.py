@@ -152,3 +152,15 @@ def test_every_presets_training_arguments_parse_as_the_scripts_parse_them():
         _, rest = parser.parse_args_into_dataclasses(training, return_remaining_strings=True)
         unknown = [flag for flag in rest if flag.startswith("--") and flag not in script_flags]
         assert not unknown, (name, unknown)
+
+
+def test_a_presets_seed_reaches_the_script_once():
+    """A preset that repeats a run with another draw sets `seed`; the script gets that one --seed and nothing else
+    changes (its parent's training arguments, e.g. the 30-epoch I-BERT recipe, are inherited)."""
+    parent = reproduce.script_arguments("ibert-nsp-add-30epochs", reproduce.PRESETS["ibert-nsp-add-30epochs"], "out", "bf16")
+    child = reproduce.script_arguments("ibert-nsp-add-30epochs-seed2", reproduce.PRESETS["ibert-nsp-add-30epochs-seed2"],
+                                       "out", "bf16")
+    assert child.count("--seed") == 1 and child[child.index("--seed") + 1] == "2"
+    assert parent[parent.index("--seed") + 1] == "0"
+    child[child.index("--seed") + 1] = "0"
+    assert child == parent
