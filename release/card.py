@@ -88,11 +88,10 @@ def model_card(repo_id: str, config: dict, run: dict, tables: dict, has_plot: bo
     if has_plot:
         lines += ["", f"![accuracy against length or depth]({PLOT})"]
     lines += ["", "## Training", "", "```bash", run["command"], "```"]
-    if run.get("max_train_seconds") and run.get("trained_steps"):
-        lines += ["", f"Trained {run['trained_steps']:,} steps under a wall-clock budget (`--max_train_seconds`, left out "
-                  "above: a session it stops resumes from its last checkpoint when the same command is given again)."]
-    elif run.get("trained_steps"):
-        lines += ["", f"Trained {run['trained_steps']:,} steps."]
+    if run.get("trained_steps"):
+        budget = (" under a wall-clock budget (`--max_train_seconds`, left out above: a session it stops resumes from its "
+                  "last checkpoint when the same command is given again)") if run.get("max_train_seconds") else ""
+        lines += ["", f"Trained {run['trained_steps']:,} steps{budget}."]
     if run.get("best_step") and run["best_step"] != run.get("trained_steps"):
         lines += ["", f"The weights are step {run['best_step']:,}'s, the best checkpoint on validation "
                   "(`--load_best_model_at_end`)."]
