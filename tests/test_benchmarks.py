@@ -238,3 +238,26 @@ def test_gate_wave_runs_a_shipped_checkpoint(tmp_path):
     assert result["accuracy"] >= 0.9  # 6 applications: the validation depths, 1.000 on the model's card
     assert len(result["function_update_step"]) == 6 and all(1 <= s <= 14 for s in result["function_update_step"])
     assert json.loads((tmp_path / "wave.json").read_text()) == [result]
+
+
+def test_length_binning_harness_trains_the_same_problems_in_both_orders_with_less_padding_binned(monkeypatch):
+    """Over a whole mega-batch the two orderings hold the same problems; the binned batches pad no more than random
+    ones (each pads to its own longest, and sorting puts like lengths together). No timing assertion."""
+    import length_binning
+
+    tiny = {"ndr-ctl-backward": {**length_binning.PRESETS["ndr-ctl-backward"],
+                                 "overrides": "hidden_size=16,intermediate_size=32,num_layers=2"}}
+    monkeypatch.setattr(length_binning, "PRESETS", tiny)
+    _, batches = length_binning.two_orderings("ndr-ctl-backward", 4, length_binning.MEGA_BATCH)
+
+    def problems(mode):
+        return sorted((tuple(ids[mask.bool()].tolist()), int(label)) for b in batches[mode]
+                      for ids, mask, label in zip(b["input_ids"], b["attention_mask"], b["labels"]))
+
+    assert len(problems("random")) == 4 * length_binning.MEGA_BATCH and problems("random") == problems("binned")
+    padded = {m: sum(b["input_ids"].numel() for b in batches[m]) for m in batches}
+    assert padded["binned"] < padded["random"]
+    results = length_binning.main(["--models", "ndr-ctl-backward", "--batch-size", "4", "--batches", "5"])
+    r = results["models"][0]
+    assert r["binned_over_random"] == pytest.approx(r["seconds_per_step"]["binned"] / r["seconds_per_step"]["random"])
+    assert r["padded_over_real_tokens"]["binned"] <= r["padded_over_real_tokens"]["random"]
