@@ -51,10 +51,12 @@ def test_padding_invariance(variant):
             assert (batched[row] - alone).abs().max() <= 1e-5
 
 
-def test_one_step_is_equations_5_1_to_5_4_and_5_10():
-    """One step of the NDR, written out from the thesis with the module's weights."""
+@pytest.mark.parametrize("normalize", [False, True])
+def test_one_step_is_equations_5_1_to_5_4_and_5_10(normalize):
+    """One step of the NDR, written out from the thesis with the module's weights (and with the authors' code's
+    L1-normalised attention rows, `normalize_geometric_attention=True`)."""
     torch.manual_seed(0)
-    model = NDRModel(tiny(num_layers=1, normalize_geometric_attention=False, **NO_DROPOUT)).eval()
+    model = NDRModel(tiny(num_layers=1, normalize_geometric_attention=normalize, **NO_DROPOUT)).eval()
     layer, attention = model.layer, model.layer.attention
     input_ids, _ = batch(lengths=(7,))
     h = model.embeddings(input_ids)
@@ -71,7 +73,7 @@ def test_one_step_is_equations_5_1_to_5_4_and_5_10():
         for j in range(7):
             d_ij = directions[0, i, :, 0] if i <= j else directions[0, i, :, 1]  # Eq. 5.9
             logits[0, :, i, j] += attention.beta * d_ij + attention.gamma  # Eq. 5.10
-    weights = geometric_attention_weights(logits)
+    weights = geometric_attention_weights(logits, normalize=normalize)
     attended = (weights @ v).transpose(1, 2).reshape(1, 7, -1) @ attention.output.weight.T + attention.output.bias
     a = F.layer_norm(h + attended, (32,), layer.attention_norm.weight, layer.attention_norm.bias, 1e-5)
     ffn = F.relu(a @ layer.data_ffn_in.weight.T + layer.data_ffn_in.bias) @ layer.data_ffn_out.weight.T + layer.data_ffn_out.bias
@@ -279,7 +281,8 @@ def test_ndr_learns_forward_compositional_table_lookup():
     torch.manual_seed(0)
     rng = random.Random(0)
     config = tiny(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_attention_heads=1, num_layers=6,
-                  num_labels=8, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, **NO_DROPOUT)
+                  num_labels=8, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                  normalize_geometric_attention=True, **NO_DROPOUT)  # as hub_configs/ndr-*: learns faster here
     model = NDRForSequenceClassification(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for _ in range(1_500):
