@@ -19,7 +19,6 @@ import argparse
 import copy
 import json
 import os
-import shlex
 import statistics
 import time
 
@@ -27,7 +26,7 @@ import torch
 
 from lengthgen.data.export import load_splits
 from lengthgen.data.masked_lm import tokenize_masked_examples
-from lengthgen.presets import load_presets
+from lengthgen.presets import flags, load_presets
 from lengthgen.training.hardware import hardware
 from lengthgen.training.models import (
     ModelArguments,
@@ -111,8 +110,7 @@ def measure(name: str, args) -> dict:
         saved = seconds["fp32"] - seconds["fp32_compiled"]
         result["compile_break_even_steps"] = result["compile_seconds"] / saved if saved > 0 else None
 
-    training = shlex.split(PRESETS[name]["training"])
-    lr = float(training[training.index("--learning_rate") + 1])
+    lr = float(flags(PRESETS[name]["training"])["--learning_rate"][0])
     curves = {}
     for label, seed, bf16 in (("fp32", 0, False), ("bf16", 0, True), ("fp32_seed1", 1, False)):
         fresh, _ = model_and_batches(name, args.batch_size, 1, seed=seed)

@@ -17,7 +17,6 @@ import argparse
 import copy
 import json
 import os
-import shlex
 import time
 
 import torch
@@ -25,7 +24,7 @@ from transformers import DataCollatorWithPadding
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from lengthgen.data.export import load_splits
-from lengthgen.presets import load_presets
+from lengthgen.presets import flags, load_presets
 from lengthgen.training.hardware import auto_precision, hardware
 from lengthgen.training.models import ModelArguments, classifier_tokenizer_and_labels, load_classifier
 
@@ -63,8 +62,7 @@ def two_orderings(name: str, batch_size: int, batches: int):
 def measure(name: str, args, bf16: bool) -> dict:
     model, batches = two_orderings(name, args.batch_size, args.batches)
     models = {"random": model, "binned": copy.deepcopy(model)}
-    training = shlex.split(PRESETS[name]["training"])
-    lr = float(training[training.index("--learning_rate") + 1])
+    lr = float(flags(PRESETS[name]["training"])["--learning_rate"][0])
     optimizers = {m: torch.optim.AdamW(models[m].parameters(), lr=lr) for m in models}
     seconds = {m: 0.0 for m in models}
     for i in range(args.batches):

@@ -2,6 +2,6 @@
 `study.yaml` (the recurrent-inductive-bias study's models) and
 `leaderboard.yaml` (lengthgen-leaderboard's models), read through `load_presets`."""
 
-from .loader import load_presets, load_table
+from .loader import flags, load_presets, load_table
 
-__all__ = ["load_presets", "load_table"]
+__all__ = ["flags", "load_presets", "load_table"]
