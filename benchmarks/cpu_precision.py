@@ -31,6 +31,7 @@ from lengthgen.training.hardware import hardware
 from lengthgen.training.models import (
     ModelArguments,
     classifier_tokenizer_and_labels,
+    encode_classification,
     load_classifier,
     load_masked_lm,
     masked_lm_tokenizer,
@@ -50,9 +51,7 @@ def model_and_batches(name: str, batch_size: int, count: int, seed: int):
     if preset["script"] == "classification":
         tokenizer, labels = classifier_tokenizer_and_labels(args, splits)
         model = load_classifier(args, tokenizer, labels)
-        features = [
-            {**tokenizer(r["input"]), "labels": labels.index(r["target"])} for r in rows
-        ]
+        features = list(encode_classification(rows, tokenizer, labels))
         from transformers import DataCollatorWithPadding as Collator
     else:
         tokenizer = masked_lm_tokenizer(args, preset["dataset"], preset["dataset_config"], splits)

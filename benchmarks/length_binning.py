@@ -26,7 +26,12 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 from lengthgen.data.export import load_splits
 from lengthgen.presets import flags, load_presets
 from lengthgen.training.hardware import auto_precision, hardware
-from lengthgen.training.models import ModelArguments, classifier_tokenizer_and_labels, load_classifier
+from lengthgen.training.models import (
+    ModelArguments,
+    classifier_tokenizer_and_labels,
+    encode_classification,
+    load_classifier,
+)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESETS = load_presets("reproduction")  # presets/reproduction.yaml, as benchmarks/reproduce.py reads it
@@ -44,7 +49,7 @@ def two_orderings(name: str, batch_size: int, batches: int):
     args = ModelArguments(config_name=os.path.join(REPO_ROOT, preset["config"]), config_overrides=preset["overrides"])
     tokenizer, labels = classifier_tokenizer_and_labels(args, splits)
     model = load_classifier(args, tokenizer, labels)
-    features = [{**tokenizer(r["input"]), "labels": labels.index(r["target"])} for r in rows]
+    features = list(encode_classification(rows, tokenizer, labels))
     collate = DataCollatorWithPadding(tokenizer)
     lengths = [len(f["input_ids"]) for f in features]
     binned = list(LengthGroupedSampler(batch_size, lengths=lengths, generator=torch.Generator().manual_seed(0)))

@@ -40,6 +40,7 @@ from lengthgen.release import record_evaluation, record_run
 from lengthgen.training.models import (
     ModelArguments,
     classifier_tokenizer_and_labels,
+    encode_classification,
     load_classifier,
     record_training_hyperparameters,
 )
@@ -130,19 +131,11 @@ def main(argv=None):
             raise UsageError(f"--num_steps must be at least 1, got {data_args.num_steps}.")
         if "num_steps" not in inspect.signature(model.forward).parameters:
             raise UsageError(f"--num_steps applies to the NDR family; {model.config.model_type} has no steps to set.")
-    label_ids = {label: i for i, label in enumerate(labels)}
 
     def featurize(dataset, limit=None):
         if limit is not None:
             dataset = dataset.select(range(min(limit, len(dataset))))
-        unknown = sorted(set(dataset["target"]) - set(label_ids))
-        if unknown:
-            raise ValueError(f"Targets {unknown[:5]} are not among the model's classes {labels}.")
-
-        def encode(batch):
-            return {**tokenizer(batch["input"]), "labels": [label_ids[t] for t in batch["target"]]}
-
-        return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c != "difficulty"])
+        return encode_classification(dataset, tokenizer, labels, keep_columns=("difficulty",))
 
     eval_sets = {name: dataset for name, dataset in splits.items() if name != "train"}
     if data_args.max_eval_samples is not None:

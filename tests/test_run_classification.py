@@ -109,3 +109,21 @@ def test_plot_ndr_writes_attention_and_gate_pictures(tmp_path):
     with pytest.raises(ValueError, match="head must be in"):
         plot_ndr.main(["--model_name_or_path", str(tmp_path / "model"), "--text", "101 d", "--output", output,
                        "--head", "7"])
+
+
+def test_encode_classification_by_hand():
+    """Two hand-written rows: each input's word ids in the tokenizer's order, each target's index among the labels."""
+    from datasets import Dataset
+
+    from lengthgen.training.models import encode_classification
+
+    rows = Dataset.from_dict({"input": ["a b", "b"], "target": ["7", "3"], "difficulty": [2, 1]})
+    tokenizer = word_tokenizer(rows["input"])
+    vocab = tokenizer.get_vocab()
+    encoded = encode_classification(rows, tokenizer, ["3", "7"], keep_columns=("difficulty",))
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert encoded["input_ids"] == [[cls, vocab["a"], vocab["b"], sep], [cls, vocab["b"], sep]]
+    assert encoded["labels"] == [1, 0] and encoded["difficulty"] == [2, 1]
+    assert "target" not in encoded.column_names and "difficulty" not in encode_classification(rows, tokenizer, ["3", "7"]).column_names
+    with pytest.raises(ValueError, match=r"Targets \['7'\] are not among the model's classes \['3'\]"):
+        encode_classification(rows, tokenizer, ["3"])

@@ -64,6 +64,21 @@ def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
     return tokenizer, sorted(set(splits["train"]["target"]))
 
 
+def encode_classification(dataset, tokenizer, labels, keep_columns=()):
+    """`dataset` (a `datasets.Dataset` of `input` and `target` rows) as model inputs: the tokens of `input`, and the
+    index of `target` among `labels` as `labels`; the other columns are dropped but for `keep_columns`. A target that
+    is not among `labels` is an error that names it."""
+    label_ids = {label: i for i, label in enumerate(labels)}
+    unknown = sorted(set(dataset["target"]) - set(label_ids))
+    if unknown:
+        raise ValueError(f"Targets {unknown[:5]} are not among the model's classes {labels}.")
+
+    def encode(batch):
+        return {**tokenizer(batch["input"]), "labels": [label_ids[t] for t in batch["target"]]}
+
+    return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep_columns])
+
+
 def load_classifier(model_args: ModelArguments, tokenizer, labels):
     if model_args.model_name_or_path:
         return AutoModelForSequenceClassification.from_pretrained(
