@@ -49,7 +49,7 @@ import torch  # noqa: E402
 
 from lengthgen.cli import UsageError, run_command  # noqa: E402
 from lengthgen.data.export import parse_param  # noqa: E402
-from lengthgen.presets import load_presets  # noqa: E402
+from lengthgen.presets import flags, load_presets  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
 from lengthgen.training.pieces import pack_checkpoint, unpack_checkpoint  # noqa: E402
@@ -167,10 +167,10 @@ def training_finished(output_dir: str, preset: Preset) -> bool:
         return False
     with open(state_file) as f:
         state = json.load(f)
-    training = preset.training
+    training = flags(shlex.join(preset.training))
     if "--max_steps" in training:
-        return state["global_step"] >= int(training[training.index("--max_steps") + 1])
-    return state["epoch"] >= float(training[training.index("--num_train_epochs") + 1]) - 1e-6
+        return state["global_step"] >= int(training["--max_steps"][0])
+    return state["epoch"] >= float(training["--num_train_epochs"][0]) - 1e-6
 
 
 def learning_curve(output_dir: str) -> list[dict]:

@@ -164,3 +164,16 @@ def test_a_presets_seed_reaches_the_script_once():
     assert parent[parent.index("--seed") + 1] == "0"
     child[child.index("--seed") + 1] = "0"
     assert child == parent
+
+
+@pytest.mark.parametrize("name, done, not_done", [
+    ("ndr-ctl-backward-128-8steps", {"global_step": 20000, "epoch": 3.0}, {"global_step": 19999, "epoch": 3.0}),
+    ("ibert-nsp-add", {"global_step": 1, "epoch": 10.0}, {"global_step": 10 ** 6, "epoch": 9.9}),
+])
+def test_training_finished_reads_the_presets_max_steps_or_epochs(name, done, not_done, tmp_path):
+    """A step preset ends at its --max_steps (the 8-step CTL preset inherits 20,000), an epoch preset at its
+    --num_train_epochs (10 for I-BERT add), whatever the other count says."""
+    assert not reproduce.training_finished(str(tmp_path), reproduce.PRESETS[name])  # no trainer_state.json yet
+    for state, finished in ((done, True), (not_done, False)):
+        (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+        assert reproduce.training_finished(str(tmp_path), reproduce.PRESETS[name]) is finished
