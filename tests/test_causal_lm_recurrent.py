@@ -1,6 +1,7 @@
-"""CausalLMWithRecurrence on tiny random configs of five families (no download), each against the unmodified
-transformers model: window 1 and, without recurrence, every window equal it; h_prev's position in a rotary family is
-the unmodified model's input one position before the window; GPT-2's case equals GPT2WithRecurrence."""
+"""CausalLMWithRecurrence on tiny random configs of twelve families (no download), each against the unmodified
+transformers model: window 1 and, without recurrence, every window equal it (so what a family does after its head, as
+Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified model's input one
+position before the window; GPT-2's case equals GPT2WithRecurrence."""
 
 import pytest
 import torch
@@ -8,13 +9,20 @@ from transformers import (
     AutoModelForCausalLM,
     BertConfig,
     BertModel,
+    CohereConfig,
     DynamicCache,
+    Gemma2Config,
+    Gemma3TextConfig,
     GPT2Config,
     GPTNeoXConfig,
+    GraniteConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
+    Olmo2Config,
+    Phi3Config,
     Qwen2Config,
+    Qwen3Config,
 )
 
 from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig
@@ -34,6 +42,37 @@ FAMILIES = {
                                              num_hidden_layers=layers, num_attention_heads=4,
                                              max_position_embeddings=64, rotary_pct=0.5, hidden_dropout=0.0,
                                              attention_dropout=0.0),
+    # the families people run today, each for what it does differently: Qwen3 (query/key norms), Gemma 2 (logit
+    # soft-capping, eager attention, scaled embeddings), Gemma 3 (a rotary embedding per layer type), Phi-3 (fused
+    # projections, partial rotary), OLMo 2 (norms after the sublayers), Granite (embedding, residual, attention and
+    # logit multipliers), Cohere (parallel attention and MLP, logit scale)
+    "qwen3": lambda layers: Qwen3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                        max_position_embeddings=64),
+    "gemma2": lambda layers: Gemma2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                          head_dim=8, max_position_embeddings=64, sliding_window=16,
+                                          final_logit_softcapping=0.5, eos_token_id=None,
+                                          attn_implementation="eager"),
+    "gemma3": lambda layers: Gemma3TextConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                              num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                              head_dim=8, max_position_embeddings=64, sliding_window=16,
+                                              sliding_window_pattern=2, eos_token_id=None),
+    "phi3": lambda layers: Phi3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                      original_max_position_embeddings=64, partial_rotary_factor=0.5, pad_token_id=0,
+                                      resid_pdrop=0.0, embd_pdrop=0.0),
+    "olmo2": lambda layers: Olmo2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                        pad_token_id=0),
+    "granite": lambda layers: GraniteConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=64, embedding_multiplier=2.0,
+                                            residual_multiplier=0.5, attention_multiplier=1.0, logits_scaling=0.5),
+    "cohere": lambda layers: CohereConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                          max_position_embeddings=64, logit_scale=0.5, pad_token_id=0, bos_token_id=1,
+                                          eos_token_id=2),
 }
 ROTARY = [f for f in FAMILIES if f != "gpt2"]
 
@@ -108,11 +147,35 @@ def test_h_prev_is_an_input_one_position_before_the_window(family):
     with torch.no_grad():
         h_prev = model(x[:, :8]).recurrent_state.h_prev
         logits = model(x).logits[:, 8:]
-        inputs = torch.cat([h_prev[:, None], decoder.get_input_embeddings()(x[:, 8:])], dim=1)
+        # Granite multiplies its input embeddings inside the model; h_prev enters layer 0 after that
+        h_prev_as_input = h_prev / getattr(decoder.config, "embedding_multiplier", 1.0)
+        inputs = torch.cat([h_prev_as_input[:, None], decoder.get_input_embeddings()(x[:, 8:])], dim=1)
         reference = decoder(inputs_embeds=inputs, position_ids=torch.arange(9)[None]).logits[:, 1:]
         at_position_zero = decoder(inputs_embeds=inputs, position_ids=torch.tensor([[0] + list(range(8))])).logits[:, 1:]
     torch.testing.assert_close(logits, reference, rtol=1e-4, atol=1e-5)
     assert (logits - at_position_zero).abs().max() > 1e-4  # the position is tested: 0 would give another answer
+
+
+@pytest.mark.parametrize("insertion_layer", [0, 1])
+def test_h_prev_is_rotated_with_its_layers_rotary_embedding(insertion_layer):
+    """Gemma 3 rotates sliding-window and full-attention layers with different frequency bases: h_prev at layer l_ins
+    is rotated at -1 with the embedding of l_ins's own layer type."""
+    config = Gemma3TextConfig(**{**FAMILIES["gemma3"](2).to_dict(),
+                                 "layer_types": ["sliding_attention", "full_attention"]})
+    torch.manual_seed(0)
+    decoder = AutoModelForCausalLM.from_config(config).eval()
+    model = CausalLMWithRecurrence.wrap(decoder, window_size=8, overlap=0, insertion_layer=insertion_layer,
+                                        recurrence_hidden_size=16).eval()
+    rotary, calls = decoder.base_model.rotary_emb, []
+    handle = rotary.register_forward_hook(
+        lambda module, args, kwargs, output: calls.append((kwargs.get("position_ids", args[1] if len(args) > 1 else None),
+                                                           kwargs.get("layer_type", args[2] if len(args) > 2 else None))),
+        with_kwargs=True)
+    with torch.no_grad():
+        model(tokens(16))
+    handle.remove()
+    at_minus_one = [layer_type for positions, layer_type in calls if positions.flatten().tolist() == [-1]]
+    assert at_minus_one == [config.layer_types[insertion_layer]]  # once, in the second window
 
 
 def test_gpt2_case_equals_gpt2_with_recurrence():

@@ -10,8 +10,8 @@ from .recurrence_module import check_overlap, check_recurrence_fields
 class CausalLMWithRecurrenceConfig(PreTrainedConfig):
     r"""
     The config of a `CausalLMWithRecurrence`: `decoder_config`, the wrapped causal LM's config (any transformers
-    family: Llama, Qwen2, Mistral, GPT-NeoX, GPT-2, ...), and how its input is read in windows and what carries from
-    one window to the next.
+    family: Llama, Qwen2/3, Mistral, Gemma 2/3, Phi-3, GPT-NeoX, GPT-2, ...), and how its input is read in windows
+    and what carries from one window to the next.
 
     Args:
         decoder_config (`dict` or `PreTrainedConfig`): the wrapped model's config (its `model_type` picks the family).

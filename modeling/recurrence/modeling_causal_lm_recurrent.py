@@ -2,13 +2,13 @@
 tokens (the Recurrent Memory Transformer of Bulatov, Kuratov and Burtsev 2022, the baseline a user would pick instead).
 
 `CausalLMWithRecurrence` wraps an unmodified transformers causal LM of any family that has a list of decoder layers
-and the attention interface (Llama, Qwen2, Mistral, Phi, GPT-NeoX, GPT-2, ...) and reads its input in windows of T
-tokens with stride T - o, as `GPT2WithRecurrence` does for GPT-2: window 1 is the unmodified model; every decoder
-layer's output of window i is pooled over the positions window i + 1 does not repeat (Eq. 1), a small feed-forward
-network maps the pooled z_i to h_prev, and h_prev enters window i + 1 at layer l_ins as one extra key and value. The
-model's own forward runs every window (its embeddings, masks, rotary embeddings, attention implementation and final
-norm); at layer l_ins two hooks put h_prev before the window's first position and take its output away again, so no
-family's attention is copied.
+and the attention interface (Llama, Qwen2/3, Mistral, Gemma 2/3, Phi-3, GPT-NeoX, GPT-2, ...) and reads its input in
+windows of T tokens with stride T - o, as `GPT2WithRecurrence` does for GPT-2: window 1 is the unmodified model; every
+decoder layer's output of window i is pooled over the positions window i + 1 does not repeat (Eq. 1), a small feed-
+forward network maps the pooled z_i to h_prev, and h_prev enters window i + 1 at layer l_ins as one extra key and
+value. The model's own forward runs every window (its embeddings, masks, rotary embeddings, attention implementation
+and final norm); at layer l_ins two hooks put h_prev before the window's first position and take its output away
+again, so no family's attention is copied.
 
 Where h_prev sits in position. The paper adds it to GPT-2, whose positions are learned embeddings added to the input:
 a vector inserted at layer l_ins has no position at all. In a rotary family every key is rotated by its position, and
@@ -121,6 +121,14 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         """The wrapped model's rotary embedding (None for a family with absolute positions, like GPT-2)."""
         return getattr(self.decoder.base_model, "rotary_emb", None)
 
+    @property
+    def rotary_layer_type(self) -> dict:
+        """`{"layer_type": ...}` of layer l_ins for families whose rotary embedding differs between full and sliding
+        attention layers (Gemma 3: one frequency base each), else `{}`."""
+        if "layer_type" not in inspect.signature(self.rotary_embedding.forward).parameters:
+            return {}
+        return {"layer_type": self.decoder.config.layer_types[self.config.insertion_layer]}
+
     def get_input_embeddings(self):
         return self.decoder.get_input_embeddings()
 
@@ -132,6 +140,19 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
 
     def set_output_embeddings(self, new_embeddings):
         self.decoder.set_output_embeddings(new_embeddings)
+
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The wrapped model's head, with what its family does to the logits after it: Gemma 2 / 3's
+        `final_logit_softcapping` (c tanh(logits / c)), Cohere's `logit_scale`, Granite's `logits_scaling`."""
+        config = self.decoder.config
+        logits = self.get_output_embeddings()(hidden)
+        if getattr(config, "logit_scale", None) is not None:
+            logits = logits * config.logit_scale
+        if getattr(config, "logits_scaling", None) is not None:
+            logits = logits / config.logits_scaling
+        if getattr(config, "final_logit_softcapping", None) is not None:
+            logits = torch.tanh(logits / config.final_logit_softcapping) * config.final_logit_softcapping
+        return logits
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -166,7 +187,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                     raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
                                      "model: its layers do not take position_embeddings")
                 at = torch.full((1, 1), -1, dtype=torch.long, device=hidden.device)
-                extra = self.rotary_embedding(hidden, position_ids=at)
+                extra = self.rotary_embedding(hidden, position_ids=at, **self.rotary_layer_type)
                 call["position_embeddings"] = tuple(
                     torch.cat([e.expand(p.shape[0], 1, -1).to(p.dtype), p], dim=1)
                     for e, p in zip(extra, call["position_embeddings"]))

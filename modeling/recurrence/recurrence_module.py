@@ -146,8 +146,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
     """A causal LM that reads any number of tokens in windows (§3.1): the loss accounting over windows, the state that
     carries a document from one call to the next, and `generate` across windows. The model provides
     `run_window(window_embeds, h_prev, stride, summarize) -> (final hidden states, next h_prev or None)` (from the
-    window's token embeddings) and
-    `get_output_embeddings()`. Put it before the `PreTrainedModel` base."""
+    window's token embeddings) and `get_output_embeddings()`. Put it before the `PreTrainedModel` base."""
 
     def _check_inputs(self, input_ids: torch.Tensor, recurrent_state: "RecurrentState | None"):
         check_input_ids(input_ids, "batch_size, sequence_length", self.config.vocab_size)
@@ -173,6 +172,11 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         model_kwargs["recurrent_state"] = outputs.recurrent_state
         return model_kwargs
 
+    def lm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The language-model head on final hidden states (a family that transforms its logits after the head
+        overrides this)."""
+        return self.get_output_embeddings()(hidden)
+
     def window_step(self, window_ids, window_embeds, h_prev, owned_from: int, targets, summarize: bool, stride: int,
                     all_logits: bool = True, head: bool = True):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
@@ -185,7 +189,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         hidden, next_h_prev = self.run_window(window_embeds, h_prev, stride, summarize)
         if not head:
             return hidden[:, owned_from:], None, next_h_prev
-        logits = self.get_output_embeddings()(hidden[:, owned_from:])
+        logits = self.lm_logits(hidden[:, owned_from:])
         loss_sum = None
         if targets is not None:
             loss_sum = summed_loss(logits, targets)
@@ -292,7 +296,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
                 break
         logits = torch.cat(pieces, dim=1)
         if once_per_call:  # pieces held the final hidden states
-            logits = self.get_output_embeddings()(logits)
+            logits = self.lm_logits(logits)
             if labels is not None:
                 loss_sum = loss_sum + summed_loss(logits, torch.cat(target_pieces, dim=1))
         if not keep_logits:
