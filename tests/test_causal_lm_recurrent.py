@@ -61,7 +61,7 @@ FAMILIES = {
     "phi3": lambda layers: Phi3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                       original_max_position_embeddings=64, partial_rotary_factor=0.5, pad_token_id=0,
-                                      resid_pdrop=0.0, embd_pdrop=0.0),
+                                      eos_token_id=None, resid_pdrop=0.0, embd_pdrop=0.0),
     "olmo2": lambda layers: Olmo2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                         pad_token_id=0),
