@@ -3,6 +3,8 @@ transformers model: window 1 and, without recurrence, every window equal it (so 
 Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified model's input one
 position before the window; GPT-2's case equals GPT2WithRecurrence."""
 
+import inspect
+
 import pytest
 import torch
 from transformers import (
@@ -166,15 +168,14 @@ def test_h_prev_is_rotated_with_its_layers_rotary_embedding(insertion_layer):
     decoder = AutoModelForCausalLM.from_config(config).eval()
     model = CausalLMWithRecurrence.wrap(decoder, window_size=8, overlap=0, insertion_layer=insertion_layer,
                                         recurrence_hidden_size=16).eval()
-    rotary, calls = decoder.base_model.rotary_emb, []
-    handle = rotary.register_forward_hook(
-        lambda module, args, kwargs, output: calls.append((kwargs.get("position_ids", args[1] if len(args) > 1 else None),
-                                                           kwargs.get("layer_type", args[2] if len(args) > 2 else None))),
+    rotary, calls = decoder.base_model.rotary_emb, []  # each call's arguments by name, however they were passed
+    handle = rotary.register_forward_pre_hook(
+        lambda module, args, kwargs: calls.append(inspect.signature(module.forward).bind(*args, **kwargs).arguments),
         with_kwargs=True)
     with torch.no_grad():
         model(tokens(16))
     handle.remove()
-    at_minus_one = [layer_type for positions, layer_type in calls if positions.flatten().tolist() == [-1]]
+    at_minus_one = [call["layer_type"] for call in calls if call["position_ids"].flatten().tolist() == [-1]]
     assert at_minus_one == [config.layer_types[insertion_layer]]  # once, in the second window
 
 
