@@ -19,6 +19,8 @@ import os
 import shlex
 import time
 
+import torch
+
 from lengthgen.cli import UsageError, run_command
 from lengthgen.presets import load_presets, load_table
 from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
@@ -120,7 +122,7 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--dataset-param", nargs="*", default=[], help="KEY=VALUE generating parameters")
     parser.add_argument("--training", help="run_classification.py arguments instead of study.yaml's _training")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads of each run (two at once: 1 each)")
     parser.add_argument("--cpu", action="store_true", help="train on the CPU even where there is a GPU")
     parser.add_argument("--output-root", default="outputs/study")
     parser.add_argument("--results-dir", default=os.path.join(REPO, "docs", "results"))
@@ -128,6 +130,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {args.seeds}.")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}.")
     runs = {}
     for name in args.models:
         for seed in range(args.seeds):
@@ -148,7 +152,8 @@ def main(argv=None):
         "study": "recurrent inductive bias (Abnar, Dehghani and Zuidema 2020), subject-verb agreement",
         "config": args.config, "dataset_param": args.dataset_param,
         "training": args.training or load_table("study")["_training"],
-        "models": {name: MODELS[name] for name in runs}, "hardware": hardware(), "summary": summary,
+        "models": {name: MODELS[name] for name in runs}, "summary": summary,
+        "hardware": {**hardware(), "threads": args.threads or torch.get_num_threads()},  # the runs' threads
         "cpu_seconds": sum(m.get("study_wall_seconds", 0.0) for seeds in runs.values() for m in seeds),
     }
     with open(stem + ".json", "w") as f:

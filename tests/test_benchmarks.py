@@ -196,6 +196,7 @@ def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_se
             entry = record["summary"][name][metric][difficulty]
             assert entry["mean"] == pytest.approx(statistics.fmean(values))
             assert entry["std"] == pytest.approx(statistics.stdev(values))
+    assert record["hardware"]["threads"] == 1  # the runs', not this process's
     assert (tmp_path / "results" / "recurrent_bias_attractors.png").is_file()
     table = (tmp_path / "results" / "recurrent_bias_attractors.md").read_text()
     mean, std = record["summary"]["lstm"]["accuracy"]["3"]["mean"], record["summary"]["lstm"]["accuracy"]["3"]["std"]
