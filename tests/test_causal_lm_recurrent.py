@@ -1,4 +1,4 @@
-"""CausalLMWithRecurrence on tiny random configs of twelve families (no download), each against the unmodified
+"""CausalLMWithRecurrence on tiny random configs of seventeen families (no download), each against the unmodified
 transformers model: window 1 and, without recurrence, every window equal it (so what a family does after its head, as
 Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified model's input one
 position before the window; GPT-2's case equals GPT2WithRecurrence."""
@@ -12,12 +12,15 @@ from transformers import (
     BertConfig,
     BertModel,
     CohereConfig,
+    DeepseekV3Config,
     DynamicCache,
     Gemma2Config,
     Gemma3TextConfig,
     GPT2Config,
+    GptOssConfig,
     GPTNeoXConfig,
     GraniteConfig,
+    Llama4TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -25,6 +28,8 @@ from transformers import (
     Phi3Config,
     Qwen2Config,
     Qwen3Config,
+    Qwen3MoeConfig,
+    SmolLM3Config,
 )
 
 from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig
@@ -75,6 +80,37 @@ FAMILIES = {
                                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                                           max_position_embeddings=64, logit_scale=0.5, pad_token_id=0, bos_token_id=1,
                                           eos_token_id=2),
+    # and the mixture-of-experts families with attention of their own: Qwen3-MoE (routed experts), GPT-OSS (attention
+    # sinks, alternating sliding and full layers, YaRN), DeepSeek-V3 (multi-head latent attention: keys and values from
+    # a compressed projection, rotary on part of each head), Llama 4 (complex rotary factors, chunked-attention layers
+    # and layers without positions, its base model under `model` though its prefix names `language_model`); and SmolLM3
+    # (layers without positions)
+    "qwen3_moe": lambda layers: Qwen3MoeConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                               num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                               head_dim=8, max_position_embeddings=64, num_experts=4,
+                                               num_experts_per_tok=2, moe_intermediate_size=32),
+    "gpt_oss": lambda layers: GptOssConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                           head_dim=8, max_position_embeddings=64, sliding_window=16,
+                                           num_local_experts=4, num_experts_per_tok=2, eos_token_id=None,
+                                           pad_token_id=None),
+    "deepseek_v3": lambda layers: DeepseekV3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                                   moe_intermediate_size=32, num_hidden_layers=layers,
+                                                   num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4,
+                                                   num_experts_per_tok=2, n_group=1, topk_group=1,
+                                                   first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=16,
+                                                   qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8,
+                                                   max_position_embeddings=64, bos_token_id=None, eos_token_id=None),
+    "llama4_text": lambda layers: Llama4TextConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                                   intermediate_size_mlp=64, num_hidden_layers=layers,
+                                                   num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                                   max_position_embeddings=64, num_local_experts=2,
+                                                   attention_chunk_size=16, no_rope_layer_interval=2,
+                                                   pad_token_id=0, eos_token_id=None),
+    "smollm3": lambda layers: SmolLM3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                            max_position_embeddings=64, no_rope_layer_interval=2, pad_token_id=0,
+                                            bos_token_id=None, eos_token_id=None),
 }
 ROTARY = [f for f in FAMILIES if f != "gpt2"]
 
@@ -306,6 +342,7 @@ def test_from_pretrained_wraps_a_plain_checkpoint_and_keeps_its_weights(tmp_path
     ("llama", {"window_size": 40, "num_memory_tokens": 16}, "occupies 72 positions"),
     ("llama", {"window_size": 8, "overlap": 8}, "overlap must satisfy 0 <= overlap < window_size=8"),
     ("llama", {"insertion_layer": 3}, "insertion_layer must lie in"),
+    ("llama4_text", {"window_size": 16}, "window_size=16 must be below the model's attention_chunk_size=16"),
 ])
 def test_bad_windows_raise_one_line_errors(family, fields, message):
     decoder = AutoModelForCausalLM.from_config(FAMILIES[family](3))

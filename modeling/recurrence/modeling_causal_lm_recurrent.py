@@ -2,13 +2,13 @@
 tokens (the Recurrent Memory Transformer of Bulatov, Kuratov and Burtsev 2022, the baseline a user would pick instead).
 
 `CausalLMWithRecurrence` wraps an unmodified transformers causal LM of any family that has a list of decoder layers
-and the attention interface (Llama, Qwen2/3, Mistral, Gemma 2/3, Phi-3, GPT-NeoX, GPT-2, ...) and reads its input in
-windows of T tokens with stride T - o, as `GPT2WithRecurrence` does for GPT-2: window 1 is the unmodified model; every
-decoder layer's output of window i is pooled over the positions window i + 1 does not repeat (Eq. 1), a small feed-
-forward network maps the pooled z_i to h_prev, and h_prev enters window i + 1 at layer l_ins as one extra key and
-value. The model's own forward runs every window (its embeddings, masks, rotary embeddings, attention implementation
-and final norm); at layer l_ins two hooks put h_prev before the window's first position and take its output away
-again, so no family's attention is copied.
+and the attention interface (Llama 3 and 4, Qwen2/3, Mistral, Gemma 2/3, Phi-3, GPT-OSS, DeepSeek-V3, GPT-2, ...) and
+reads its input in windows of T tokens with stride T - o, as `GPT2WithRecurrence` does for GPT-2: window 1 is the
+unmodified model; every decoder layer's output of window i is pooled over the positions window i + 1 does not repeat
+(Eq. 1), a small feed-forward network maps the pooled z_i to h_prev, and h_prev enters window i + 1 at layer l_ins as
+one extra key and value. The model's own forward runs every window (its embeddings, masks, rotary embeddings,
+attention implementation and final norm); at layer l_ins two hooks put h_prev before the window's first position and
+take its output away again, so no family's attention is copied.
 
 Where h_prev sits in position. The paper adds it to GPT-2, whose positions are learned embeddings added to the input:
 a vector inserted at layer l_ins has no position at all. In a rotary family every key is rotated by its position, and
@@ -44,15 +44,31 @@ from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 
 
+def decoder_stack(model: PreTrainedModel) -> nn.Module:
+    """A causal LM's stack of embeddings, decoder layers and final norm: its base model (Llama's `model`, GPT-2's
+    `transformer`); Llama 4's text LM names the multimodal checkpoint's `language_model` as its base model prefix, so
+    its `base_model` is itself and the stack is its `model`."""
+    base = model.base_model
+    return getattr(model, "model", base) if base is model else base
+
+
 def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """The list of decoder layers of a causal LM's base model (Llama's `model.layers`, GPT-2's `transformer.h`), or a
     ValueError naming the family."""
-    base, count = model.base_model, model.config.num_hidden_layers
+    base, count = decoder_stack(model), model.config.num_hidden_layers
     lists = [m for m in base.children() if isinstance(m, nn.ModuleList) and len(m) == count]
     if len(lists) != 1:
         raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: its base model "
                          f"has no single list of {count} decoder layers")
     return lists[0]
+
+
+def prepend(extra, embeddings):
+    """h_prev's rotary position embeddings (batch 1, one position) before the window's: (cos, sin) as most families
+    give them, or Llama 4's one complex tensor."""
+    if isinstance(embeddings, torch.Tensor):
+        return torch.cat([extra.expand(embeddings.shape[0], 1, *extra.shape[2:]).to(embeddings.dtype), embeddings], 1)
+    return tuple(prepend(e, p) for e, p in zip(extra, embeddings))
 
 
 class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, GenerationMixin):
@@ -80,6 +96,10 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         layer_types = getattr(self.decoder.config, "layer_types", None) or ["sliding_attention"] * bool(sliding)
         if sliding and "sliding_attention" in layer_types and config.window_size >= sliding:
             raise ValueError(f"window_size={config.window_size} must be below the model's sliding_window={sliding} "
+                             "(a window is read with full causal attention)")
+        chunk = getattr(self.decoder.config, "attention_chunk_size", None)  # Llama 4's chunked attention layers
+        if chunk and "chunked_attention" in (layer_types or []) and config.window_size >= chunk:
+            raise ValueError(f"window_size={config.window_size} must be below the model's attention_chunk_size={chunk} "
                              "(a window is read with full causal attention)")
         h_prev_rotated = self.rotary_embedding is not None and config.use_recurrence and not config.num_memory_tokens
         check_window_positions(self.decoder.config, config.window_size, config.num_memory_tokens, h_prev_rotated)
@@ -119,7 +139,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     @property
     def rotary_embedding(self) -> nn.Module | None:
         """The wrapped model's rotary embedding (None for a family with absolute positions, like GPT-2)."""
-        return getattr(self.decoder.base_model, "rotary_emb", None)
+        return getattr(decoder_stack(self.decoder), "rotary_emb", None)
 
     @property
     def rotary_layer_type(self) -> dict:
@@ -188,9 +208,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                                      "model: its layers do not take position_embeddings")
                 at = torch.full((1, 1), -1, dtype=torch.long, device=hidden.device)
                 extra = self.rotary_embedding(hidden, position_ids=at, **self.rotary_layer_type)
-                call["position_embeddings"] = tuple(
-                    torch.cat([e.expand(p.shape[0], 1, -1).to(p.dtype), p], dim=1)
-                    for e, p in zip(extra, call["position_embeddings"]))
+                call["position_embeddings"] = prepend(extra, call["position_embeddings"])
             return (), call
 
         def after(index):
@@ -210,7 +228,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             for index, layer in enumerate(layers):
                 hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
             positions = torch.arange(t, device=window_embeds.device)[None]
-            hidden = self.decoder.base_model(inputs_embeds=window_embeds, position_ids=positions,
+            hidden = decoder_stack(self.decoder)(inputs_embeds=window_embeds, position_ids=positions,
                                              use_cache=False).last_hidden_state
         finally:
             for hook in hooks:
@@ -230,7 +248,8 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         pieces = [read, tokens] + [memory] * summarize
         inputs = torch.cat(pieces, dim=1)
         positions = torch.arange(inputs.shape[1], device=tokens.device)[None]
-        hidden = self.decoder.base_model(inputs_embeds=inputs, position_ids=positions, use_cache=False).last_hidden_state
+        hidden = decoder_stack(self.decoder)(inputs_embeds=inputs, position_ids=positions,
+                                             use_cache=False).last_hidden_state
         return hidden[:, m:m + t], (hidden[:, m + t:] if summarize else None)
 
     def forward(self, input_ids=None, attention_mask=None, labels=None, recurrent_state=None, overlap=None,
