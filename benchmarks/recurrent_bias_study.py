@@ -19,8 +19,6 @@ import os
 import shlex
 import time
 
-import torch
-
 from lengthgen.cli import UsageError, run_command
 from lengthgen.presets import load_presets, load_table
 from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
@@ -153,7 +151,7 @@ def main(argv=None):
         "config": args.config, "dataset_param": args.dataset_param,
         "training": args.training or load_table("study")["_training"],
         "models": {name: MODELS[name] for name in runs}, "summary": summary,
-        "hardware": {**hardware(), "threads": args.threads or torch.get_num_threads()},  # the runs' threads
+        "hardware": hardware(args.threads),
         "cpu_seconds": sum(m.get("study_wall_seconds", 0.0) for seeds in runs.values() for m in seeds),
     }
     with open(stem + ".json", "w") as f:

@@ -25,6 +25,7 @@ import os
 
 from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
 from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
+from lengthgen.training.hardware import hardware
 from lengthgen.training.scripts import run_script
 
 CLASSIFICATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_classification.py")
@@ -90,7 +91,8 @@ def distill(args, training: list[str], seed: int, output_dir: str, logits_cache:
         results[name] = {"accuracy": accuracy_tables(metrics), "ece": calibration_tables(metrics)}
     with open(os.path.join(output_dir, "distillation.json"), "w") as f:
         json.dump({"teacher": args.teacher, "temperature": args.temperature, "weight": args.weight,
-                   "seed": seed, "training_arguments": training, "results": results}, f, indent=2)
+                   "seed": seed, "training_arguments": training, "hardware": hardware(args.threads),
+                   "results": results}, f, indent=2)
     table = markdown(results)
     with open(os.path.join(output_dir, "distillation.md"), "w") as f:
         f.write(table)
@@ -142,7 +144,8 @@ def main(argv=None):
     summary = seed_summary(per_seed)
     with open(os.path.join(args.output_dir, "distillation_seeds.json"), "w") as f:
         json.dump({"teacher": args.teacher, "temperature": args.temperature, "weight": args.weight,
-                   "seeds": args.seeds, "training_arguments": training, "summary": summary}, f, indent=2)
+                   "seeds": args.seeds, "training_arguments": training, "hardware": hardware(args.threads),
+                   "summary": summary}, f, indent=2)
     table = summary_markdown(summary)
     with open(os.path.join(args.output_dir, "distillation_seeds.md"), "w") as f:
         f.write(table)

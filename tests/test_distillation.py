@@ -143,9 +143,10 @@ def test_run_distillation_seeds_keeps_finished_seeds_and_summarizes(tmp_path):
         (tmp_path / "d" / f"seed{seed}" / "distillation.json").write_text(json.dumps({"results": results}))
     summary = run_distillation.main(
         ["--teacher", str(tmp_path / "teacher"), "--student_config", os.path.join(REPO, "hub_configs/ndr-ctl"),
-         *DATA[:4], "--output_dir", str(tmp_path / "d"), "--seeds", "2"]
+         *DATA[:4], "--output_dir", str(tmp_path / "d"), "--seeds", "2", "--threads", "1"]
     )
     assert abs(summary["distilled"]["accuracy"]["test"]["all"]["mean"] - 0.6) < 1e-12
     saved = json.loads((tmp_path / "d" / "distillation_seeds.json").read_text())
     assert saved["seeds"] == 2 and saved["summary"] == summary
+    assert saved["hardware"]["threads"] == 1  # the runs' threads, recorded beside the figures
     assert not (tmp_path / "d" / "seed0" / "teacher").exists()

@@ -26,8 +26,9 @@ def auto_precision(device: str = "cpu") -> str:
     return "bf16" if native_bf16(device) else "fp32"
 
 
-def hardware() -> dict:
-    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any) and torch version."""
+def hardware(threads: int | None = None) -> dict:
+    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any) and torch version. `threads`: the torch
+    threads of the runs this records where a command started them with their own (`--threads`), else this process's."""
     model, flags = platform.processor(), set()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
@@ -39,7 +40,7 @@ def hardware() -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_bf16_flags": sorted(flags & {"avx512_bf16", "amx_bf16"}),
         "native_bf16": native_bf16(),
-        "threads": torch.get_num_threads(),
+        "threads": threads or torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch": torch.__version__,
     }
