@@ -49,6 +49,19 @@ def test_checkpoint_is_a_hub_folder_of_a_few_mb(folder):
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
+def test_checkpoint_code_is_the_librarys(folder):
+    """The model code a shipped folder carries (what runs with `trust_remote_code`) is the library's file of the same
+    name, so a fix to a model reaches the checkpoints users load without lengthgen."""
+    path = os.path.join(CHECKPOINTS, folder)
+    for name in sorted(n for n in os.listdir(path) if n.endswith(".py")):
+        library = [os.path.join(root, name) for root, _, files in os.walk(os.path.join(REPO, "modeling"))
+                   if name in files]
+        assert len(library) == 1, (folder, name, library)
+        with open(os.path.join(path, name)) as shipped, open(library[0]) as source:
+            assert shipped.read() == source.read(), f"{folder}/{name} differs from {library[0]}: copy it again"
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
 def test_checkpoint_scores_its_card_with_and_without_lengthgen(folder, tmp_path):
     path = os.path.join(CHECKPOINTS, folder)
     data, results = card(folder)

@@ -210,6 +210,7 @@ def test_bad_config_raises_value_error(fields, message):
         (torch.tensor([[1, 50]]), "outside the vocabulary"),
         (torch.zeros(1, 0, dtype=torch.long), "Empty"),
         (torch.zeros(3, dtype=torch.long), "shape"),
+        (torch.ones(1, 3), "must be integer token ids, got dtype torch.float32"),
     ],
 )
 def test_bad_input_raises_value_error(ids, message):

@@ -189,6 +189,7 @@ def test_sequence_classification_loss():
     [
         (lambda m: m(torch.tensor([[1, 2, 23]])), "outside the vocabulary"),
         (lambda m: m(torch.tensor([[1, -1]])), "outside the vocabulary"),
+        (lambda m: m(torch.ones(1, 3)), "integer token ids, got dtype torch.float32"),
         (lambda m: m(torch.zeros(0, 5, dtype=torch.long)), "Empty batch"),
         (lambda m: m(torch.zeros(2, 0, dtype=torch.long)), "Empty sequence"),
         (lambda m: m(torch.ones(2, 4, dtype=torch.long), labels=torch.ones(2, 5, dtype=torch.long)), "labels have shape"),

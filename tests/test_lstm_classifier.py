@@ -70,6 +70,7 @@ print("REMOTE_CODE_OK")
     "call, error, message",
     [
         (lambda m: m(torch.tensor([[1, 12]])), ValueError, r"\[0, 12\)"),
+        (lambda m: m(torch.ones(1, 3)), ValueError, "integer token ids, got dtype torch.float32"),
         (lambda m: m(torch.zeros(1, 0, dtype=torch.long)), ValueError, "none empty"),
         (lambda m: m(torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([0])), ValueError, "labels have shape"),
         (lambda m: m(torch.ones(1, 3, dtype=torch.long), nosuch=1), TypeError, "nosuch"),

@@ -189,6 +189,7 @@ def test_gradient_checkpointing_gives_same_gradients():
     "call, message",
     [
         (lambda m: m(torch.tensor([[1, 20]])), "outside the vocabulary"),
+        (lambda m: m(torch.ones(1, 3)), "integer token ids, got dtype torch.float32"),
         (lambda m: m(torch.zeros(0, 3, dtype=torch.long)), "Empty batch"),
         (lambda m: m(torch.zeros(1, 0, dtype=torch.long)), "Empty sequence"),
         (lambda m: m(torch.ones(2, 3, dtype=torch.long), labels=torch.tensor([1])), "labels have shape"),

@@ -225,6 +225,7 @@ def test_bad_config_raises_value_error(fields, message):
     "ids, mask, message",
     [
         (torch.tensor([[1, 20]]), None, "outside the vocabulary"),
+        (torch.ones(1, 3), None, "integer token ids, got dtype torch.float32"),
         (torch.zeros(1, 0, dtype=torch.long), None, "Empty"),
         (torch.ones(1, 33, dtype=torch.long), None, "max_position_embeddings"),
         (torch.ones(2, 3, dtype=torch.long), torch.tensor([[0, 1, 1], [1, 1, 1]]), "right padding"),

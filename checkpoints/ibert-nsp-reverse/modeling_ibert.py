@@ -308,6 +308,8 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
         raise ValueError("Empty batch: the inputs have batch_size 0.")
     if seq_len == 0:
         raise ValueError("Empty sequence: the inputs have sequence_length 0.")
+    if input_ids is not None and (input_ids.is_floating_point() or input_ids.dtype == torch.bool):
+        raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
     if input_ids is not None and _values_are_free(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:

@@ -90,6 +90,8 @@ class LSTMForSequenceClassification(LSTMPreTrainedModel):
         if input_ids is None or input_ids.dim() != 2 or 0 in input_ids.shape:
             shape = None if input_ids is None else tuple(input_ids.shape)
             raise ValueError(f"input_ids must have shape (batch_size, sequence_length), none empty; got {shape}.")
+        if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+            raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
         if _values_are_free(input_ids) and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
             raise ValueError(f"Token ids must lie in [0, {self.config.vocab_size}).")
         if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):

@@ -67,6 +67,8 @@ def check_input_ids(input_ids: torch.Tensor | None, axes: str, vocab_size: int) 
         raise ValueError(f"input_ids must have shape ({axes}), got {shape}")
     if 0 in input_ids.shape:
         raise ValueError(f"Empty input: input_ids has shape {tuple(input_ids.shape)}")
+    if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}")
     if not values_are_free(input_ids):
         return
     low, high = int(input_ids.min()), int(input_ids.max())

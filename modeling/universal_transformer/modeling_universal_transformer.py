@@ -187,6 +187,8 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
         raise ValueError(f"Expected inputs of shape (batch_size, sequence_length), got {shape}.")
     if 0 in shape:
         raise ValueError(f"Empty input: the inputs have shape {shape}.")
+    if input_ids is not None and (input_ids.is_floating_point() or input_ids.dtype == torch.bool):
+        raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
     if input_ids is not None and _values_are_free(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
