@@ -20,6 +20,8 @@ from transformers import (
     GptOssConfig,
     GPTNeoXConfig,
     GraniteConfig,
+    Llama4Config,
+    Llama4ForConditionalGeneration,
     Llama4TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
@@ -334,6 +336,21 @@ def test_from_pretrained_wraps_a_plain_checkpoint_and_keeps_its_weights(tmp_path
     x = tokens(8)
     with torch.no_grad():
         torch.testing.assert_close(model(x).logits, llama(x).logits, rtol=0, atol=0)
+
+
+def test_from_pretrained_wraps_a_multimodal_llama4_checkpoint_as_its_text_model(tmp_path):
+    """Llama 4 is published as image-and-text checkpoints; AutoModelForCausalLM loads their text LM (its weights under
+    `language_model.`), and that is what gets wrapped."""
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
+                  patch_size=14, vision_output_dim=32, projector_input_dim=32, projector_output_dim=32)
+    config = Llama4Config(text_config=FAMILIES["llama4_text"](3).to_dict(), vision_config=vision)
+    torch.manual_seed(0)
+    Llama4ForConditionalGeneration(config).save_pretrained(tmp_path / "llama4")
+    text_model = Llama4ForConditionalGeneration.from_pretrained(tmp_path / "llama4").language_model.eval()
+    model = CausalLMWithRecurrence.from_pretrained(tmp_path / "llama4", window_size=8, insertion_layer=1).eval()
+    x = tokens(8)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x).logits, text_model(x).logits, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("family, fields, message", [
