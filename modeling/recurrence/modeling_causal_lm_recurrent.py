@@ -229,7 +229,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                 hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
             positions = torch.arange(t, device=window_embeds.device)[None]
             hidden = decoder_stack(self.decoder)(inputs_embeds=window_embeds, position_ids=positions,
-                                             use_cache=False).last_hidden_state
+                                                 use_cache=False).last_hidden_state
         finally:
             for hook in hooks:
                 hook.remove()
