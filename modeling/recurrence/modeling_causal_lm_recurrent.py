@@ -42,6 +42,8 @@ from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, che
 from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
+# layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
+LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"))
 
 
 def decoder_stack(model: PreTrainedModel) -> nn.Module:
@@ -92,15 +94,13 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         if implementation not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
                              f"not {implementation!r} (h_prev needs an explicit attention mask)")
-        sliding = getattr(self.decoder.config, "sliding_window", None)
+        sliding = getattr(self.decoder.config, "sliding_window", None)  # Mistral has no layer_types: every layer
         layer_types = getattr(self.decoder.config, "layer_types", None) or ["sliding_attention"] * bool(sliding)
-        if sliding and "sliding_attention" in layer_types and config.window_size >= sliding:
-            raise ValueError(f"window_size={config.window_size} must be below the model's sliding_window={sliding} "
-                             "(a window is read with full causal attention)")
-        chunk = getattr(self.decoder.config, "attention_chunk_size", None)  # Llama 4's chunked attention layers
-        if chunk and "chunked_attention" in (layer_types or []) and config.window_size >= chunk:
-            raise ValueError(f"window_size={config.window_size} must be below the model's attention_chunk_size={chunk} "
-                             "(a window is read with full causal attention)")
+        for layer_type, field in LIMITED_ATTENTION:
+            limit = getattr(self.decoder.config, field, None)
+            if limit and layer_type in layer_types and config.window_size >= limit:
+                raise ValueError(f"window_size={config.window_size} must be below the model's {field}={limit} "
+                                 "(a window is read with full causal attention)")
         h_prev_rotated = self.rotary_embedding is not None and config.use_recurrence and not config.num_memory_tokens
         check_window_positions(self.decoder.config, config.window_size, config.num_memory_tokens, h_prev_rotated)
         self.recurrence = RecurrenceModule(config) if config.use_recurrence and not config.num_memory_tokens else None
