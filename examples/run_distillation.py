@@ -126,6 +126,8 @@ def main(argv=None):
             raise UsageError(f"{flag} is set by this script; pass it before `--` as this script's argument.")
     if args.seeds is not None and args.seeds < 1:
         raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
     os.makedirs(args.output_dir, exist_ok=True)
     logits_cache = os.path.join(args.output_dir, "teacher_logits.npy")  # one teacher, one training set: once
     if args.seeds is None:

@@ -102,6 +102,7 @@ def test_run_distillation_compares_teacher_distilled_and_alone(tmp_path):
         (["--teacher", ".", "--student_config", "no/such/config"], "no such folder: no/such/config"),
         (["--teacher", ".", "--student_config", ".", "--", "--seed", "3"], "--seed is set by this script"),
         (["--teacher", ".", "--student_config", ".", "--seeds", "0"], "--seeds must be at least 1"),
+        (["--teacher", ".", "--student_config", ".", "--threads", "0"], "--threads must be at least 1, got 0"),
     ],
 )
 def test_run_distillation_mistakes_are_one_line(arguments, message, tmp_path):
