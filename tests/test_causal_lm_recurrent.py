@@ -1,4 +1,4 @@
-"""CausalLMWithRecurrence on tiny random configs of seventeen families (no download), each against the unmodified
+"""CausalLMWithRecurrence on tiny random configs of twenty-five families (no download), each against the unmodified
 transformers model: window 1 and, without recurrence, every window equal it (so what a family does after its head, as
 Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified model's input one
 position before the window; GPT-2's case equals GPT2WithRecurrence."""
@@ -14,21 +14,29 @@ from transformers import (
     CohereConfig,
     DeepseekV3Config,
     DynamicCache,
+    FalconH1Config,
     Gemma2Config,
     Gemma3TextConfig,
     GPT2Config,
     GptOssConfig,
     GPTNeoXConfig,
     GraniteConfig,
+    GraniteMoeHybridConfig,
+    JambaConfig,
+    KimiLinearConfig,
+    Lfm2MoeConfig,
     Llama4Config,
     Llama4ForConditionalGeneration,
     Llama4TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
+    MiniMaxConfig,
     MistralConfig,
+    NemotronHConfig,
     Olmo2Config,
     Phi3Config,
     Qwen2Config,
+    Qwen3_5TextConfig,
     Qwen3Config,
     Qwen3MoeConfig,
     SmolLM3Config,
@@ -37,6 +45,14 @@ from transformers import (
 from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig
 
 VOCAB = 50
+SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+             max_position_embeddings=64, pad_token_id=0, bos_token_id=None, eos_token_id=None)
+
+
+def alternating(layers, other, attention="full_attention"):
+    """A hybrid's layer kinds: attention at the odd layers (l_ins = 1 in these tests), or the one layer of one."""
+    return [attention if index % 2 or layers == 1 else other for index in range(layers)]
+
 FAMILIES = {
     "gpt2": lambda layers: GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=layers, n_head=4,
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
@@ -113,8 +129,46 @@ FAMILIES = {
                                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                                             max_position_embeddings=64, no_rope_layer_interval=2, pad_token_id=0,
                                             bos_token_id=None, eos_token_id=None),
+    # and the hybrids, whose other layers are not softmax attention (h_prev enters an attention layer; the others read
+    # each window afresh): Qwen3.5 (gated DeltaNet, output-gated attention with partial multimodal rotary), LFM2-MoE
+    # (short convolutions; its rotary embedding named `pos_emb`), Granite 4 (Mamba-2, attention without positions),
+    # Falcon-H1 (attention and Mamba-2 side by side in every layer), Nemotron-H (Mamba-2, attention and MLP blocks as
+    # separate layers), Jamba (Mamba-1, its kinds in `layers_block_type`), MiniMax (lightning attention, a module
+    # named like softmax attention), Kimi Linear (delta attention, latent attention without positions)
+    "qwen3_5_text": lambda layers: Qwen3_5TextConfig(**SMALL, num_hidden_layers=layers, head_dim=8,
+                                                     linear_num_key_heads=2, linear_num_value_heads=4,
+                                                     linear_key_head_dim=8, linear_value_head_dim=8,
+                                                     layer_types=alternating(layers, "linear_attention")),
+    "lfm2_moe": lambda layers: Lfm2MoeConfig(**SMALL, num_hidden_layers=layers, num_experts=2, num_experts_per_tok=1,
+                                             moe_intermediate_size=32, num_dense_layers=1,
+                                             layer_types=alternating(layers, "conv")),
+    "granitemoehybrid": lambda layers: GraniteMoeHybridConfig(**SMALL, num_hidden_layers=layers, mamba_n_heads=4,
+                                                              mamba_d_head=16, mamba_d_state=8, mamba_n_groups=1,
+                                                              mamba_chunk_size=8, num_local_experts=2,
+                                                              num_experts_per_tok=1,
+                                                              layer_types=alternating(layers, "mamba")),
+    "falcon_h1": lambda layers: FalconH1Config(**SMALL, num_hidden_layers=layers, head_dim=8, mamba_d_ssm=32,
+                                               mamba_n_heads=4, mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1,
+                                               mamba_chunk_size=8),
+    "nemotron_h": lambda layers: NemotronHConfig(**SMALL, num_hidden_layers=layers, head_dim=8, mamba_num_heads=4, mamba_head_dim=16,
+                                                 ssm_state_size=8, n_groups=1, chunk_size=8,
+                                                 layers_block_type=alternating(layers, "mamba", "attention")[:2]
+                                                 + ["mlp"] * (layers - 2)),
+    "jamba": lambda layers: JambaConfig(**SMALL, num_hidden_layers=layers, attn_layer_period=2,
+                                        attn_layer_offset=int(layers > 1), expert_layer_period=2,
+                                        expert_layer_offset=1, num_experts=2, num_experts_per_tok=1, mamba_d_state=8,
+                                        mamba_dt_rank=4),
+    "minimax": lambda layers: MiniMaxConfig(**SMALL, num_hidden_layers=layers, head_dim=8, num_local_experts=2,
+                                            num_experts_per_tok=1, layer_types=alternating(layers, "linear_attention"),
+                                            initializer_range=0.1),  # at 0.02 positions move its logits by 1e-5
+    "kimi_linear": lambda layers: KimiLinearConfig(**{**SMALL, "num_key_value_heads": 4}, num_hidden_layers=layers,
+                                                   linear_num_heads=4, linear_head_dim=8, kv_lora_rank=16,
+                                                   q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4,
+                                                   v_head_dim=8, num_experts=2, num_experts_per_token=1,
+                                                   moe_intermediate_size=32,
+                                                   layer_types=alternating(layers, "linear_attention")),
 }
-ROTARY = [f for f in FAMILIES if f != "gpt2"]
+HYBRID = ["qwen3_5_text", "lfm2_moe", "granitemoehybrid", "falcon_h1", "nemotron_h", "jamba", "minimax", "kimi_linear"]
 
 
 def models(family, window=8, overlap=3, layers=3, insertion_layer=1, **fields):
@@ -178,10 +232,11 @@ def test_h_prev_changes_later_windows_only_through_the_earlier_ones(family):
         assert (difference > 1e-4) == use_recurrence, (family, use_recurrence, difference)
 
 
-@pytest.mark.parametrize("family", ROTARY)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "gpt2"])
 def test_h_prev_is_an_input_one_position_before_the_window(family):
     """With one layer and l_ins = 0, window 2 with h_prev equals the unmodified model fed [h_prev, the window's token
-    embeddings] at positions 0..T (RoPE sees only differences: h_prev at -1, the tokens at 0..T-1)."""
+    embeddings] at positions 0..T (RoPE sees only differences: h_prev at -1, the tokens at 0..T-1); in a family without
+    positions (Granite 4, Jamba, Nemotron-H, Kimi Linear) at any position."""
     model, decoder = models(family, overlap=0, layers=1, insertion_layer=0)
     x = tokens(16)
     with torch.no_grad():
@@ -193,7 +248,8 @@ def test_h_prev_is_an_input_one_position_before_the_window(family):
         reference = decoder(inputs_embeds=inputs, position_ids=torch.arange(9)[None]).logits[:, 1:]
         at_position_zero = decoder(inputs_embeds=inputs, position_ids=torch.tensor([[0] + list(range(8))])).logits[:, 1:]
     torch.testing.assert_close(logits, reference, rtol=1e-4, atol=1e-5)
-    assert (logits - at_position_zero).abs().max() > 1e-4  # the position is tested: 0 would give another answer
+    # the position is tested: in a rotary family 0 would give another answer
+    assert ((logits - at_position_zero).abs().max() > 1e-4) == (model.rotary_embedding is not None)
 
 
 @pytest.mark.parametrize("insertion_layer", [0, 1])
@@ -298,10 +354,12 @@ def test_right_padded_batch_gives_each_document_its_own_result(family):
     torch.testing.assert_close(batch.loss * batch.num_predicted_tokens, summed)
 
 
-def test_memory_tokens_are_read_before_and_written_after_each_window():
+@pytest.mark.parametrize("family", ["llama", "qwen3_5_text"])
+def test_memory_tokens_are_read_before_and_written_after_each_window(family):
     """Window 2's logits equal the unmodified model on [the memory window 1 wrote, window 2's tokens]; window 1 wrote
-    the last hidden states of the unmodified model on [memory embeddings, window 1, memory embeddings]."""
-    model, decoder = models("llama", overlap=0, num_memory_tokens=2)
+    the last hidden states of the unmodified model on [memory embeddings, window 1, memory embeddings]. A hybrid's
+    DeltaNet layers read the memory as they read tokens."""
+    model, decoder = models(family, overlap=0, num_memory_tokens=2)
     x = tokens(16)
     embed = decoder.get_input_embeddings()
     with torch.no_grad():
@@ -376,8 +434,33 @@ def test_models_it_cannot_take_are_named():
         CausalLMWithRecurrence.wrap(mistral, window_size=8, insertion_layer=1)
     from transformers import MambaConfig
     mamba = AutoModelForCausalLM.from_config(MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2))
-    with pytest.raises(ValueError, match="cannot wrap a 'mamba' model"):
+    with pytest.raises(ValueError, match="cannot wrap a 'mamba' model: none of its decoder layers has softmax"):
         CausalLMWithRecurrence.wrap(mamba, window_size=8, insertion_layer=1)
+    kimi = AutoModelForCausalLM.from_config(KimiLinearConfig(**{**FAMILIES["kimi_linear"](2).to_dict(),
+                                                                "layer_types": ["linear_attention"] * 2}))
+    with pytest.raises(ValueError, match="cannot wrap a 'kimi_linear' model: none of its decoder layers has softmax"):
+        CausalLMWithRecurrence.wrap(kimi, window_size=8, insertion_layer=1)
+    from transformers import Gemma3nTextConfig
+    gemma3n = AutoModelForCausalLM.from_config(Gemma3nTextConfig(
+        **SMALL, num_hidden_layers=2, head_dim=8, sliding_window=16, laurel_rank=4, altup_num_inputs=2,
+        hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, num_kv_shared_layers=0,
+        activation_sparsity_pattern=[0.0] * 2, layer_types=["sliding_attention", "full_attention"]))
+    with pytest.raises(ValueError, match="'gemma3n_text' model: its layers also read embeddings of the token ids"):
+        CausalLMWithRecurrence.wrap(gemma3n, window_size=8, insertion_layer=1)
+
+
+@pytest.mark.parametrize("family, insertion_layer, kind, usable", [
+    ("minimax", 0, "'linear_attention'", "1, 3"),  # lightning attention: a module named like softmax attention
+    ("lfm2_moe", 2, "'conv'", "1, 3"),
+    ("nemotron_h", 2, "'mlp'", "1"),
+])
+def test_h_prev_is_refused_at_a_layer_without_softmax_attention(family, insertion_layer, kind, usable):
+    decoder = AutoModelForCausalLM.from_config(FAMILIES[family](4))
+    with pytest.raises(ValueError, match=f"insertion_layer={insertion_layer} is a {kind} layer of this '{family}' "
+                                         f"model; h_prev enters a softmax self-attention layer: one of {usable}$"):
+        CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=insertion_layer)
+    memory = CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=insertion_layer, num_memory_tokens=2)
+    assert memory.recurrence is None  # memory tokens are inputs, not keys at l_ins: any layer kinds will do
 
 
 def test_a_key_value_cache_is_refused():

@@ -2,7 +2,8 @@
 tokens (the Recurrent Memory Transformer of Bulatov, Kuratov and Burtsev 2022, the baseline a user would pick instead).
 
 `CausalLMWithRecurrence` wraps an unmodified transformers causal LM of any family that has a list of decoder layers
-and the attention interface (Llama 3 and 4, Qwen2/3, Mistral, Gemma 2/3, Phi-3, GPT-OSS, DeepSeek-V3, GPT-2, ...) and
+and the attention interface (Llama 3 and 4, Qwen2/3, Mistral, Gemma 2/3, Phi-3, GPT-OSS, DeepSeek-V3, GPT-2, ...;
+hybrids such as Qwen3.5, LFM2, Granite 4 or Falcon-H1 with h_prev at one of their softmax-attention layers) and
 reads its input in windows of T tokens with stride T - o, as `GPT2WithRecurrence` does for GPT-2: window 1 is the
 unmodified model; every decoder layer's output of window i is pooled over the positions window i + 1 does not repeat
 (Eq. 1), a small feed-forward network maps the pooled z_i to h_prev, and h_prev enters window i + 1 at layer l_ins as
@@ -43,6 +44,8 @@ from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 # layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
+# layer types (transformers' `layer_types` names, and Jamba's older "attention") whose self-attention is softmax
+SOFTMAX_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention", "hybrid", "attention")
 LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"))
 
 
@@ -63,6 +66,33 @@ def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
         raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: its base model "
                          f"has no single list of {count} decoder layers")
     return lists[0]
+
+
+def attention_layers(model: PreTrainedModel) -> list[int]:
+    """The decoder layers with softmax self-attention, which can take h_prev as one more key and value. A hybrid
+    family names its layers' kinds in `config.layer_types` (or `layers_block_type`): Qwen3.5's and Qwen3-Next's gated
+    DeltaNet, MiniMax's lightning attention and Mamba layers are "linear_attention", LFM2's short convolutions "conv",
+    Nemotron-H's "mlp" blocks; Falcon-H1's "hybrid" layers run attention and a Mamba mixer side by side. A family
+    without them (GPT-2, Mamba) is judged by its layers' modules."""
+    config = model.config
+    kinds = getattr(config, "layer_types", None) or getattr(config, "layers_block_type", None)
+    if kinds is not None and len(kinds) == config.num_hidden_layers:
+        return [index for index, kind in enumerate(kinds) if kind in SOFTMAX_ATTENTION]
+    return [index for index, layer in enumerate(decoder_layers(model))
+            if any(type(m).__name__.endswith("Attention") for m in layer.modules())]
+
+
+def check_insertion_layer(model: PreTrainedModel, insertion_layer: int):
+    """A ValueError naming the problem unless layer l_ins has softmax self-attention."""
+    usable = attention_layers(model)
+    if not usable:
+        raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: none of its decoder "
+                         "layers has softmax self-attention to take h_prev as a key and value")
+    if insertion_layer not in usable:
+        kinds = getattr(model.config, "layer_types", None) or getattr(model.config, "layers_block_type", None)
+        kind = f"a {kinds[insertion_layer]!r} layer" if kinds else "a layer without self-attention"
+        raise ValueError(f"insertion_layer={insertion_layer} is {kind} of this {model.config.model_type!r} model; "
+                         f"h_prev enters a softmax self-attention layer: one of {', '.join(map(str, usable))}")
 
 
 def prepend(extra, embeddings):
@@ -87,9 +117,12 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):
         super().__init__(config)
         self.decoder = decoder if decoder is not None else AutoModelForCausalLM.from_config(config.decoder_config_object())
-        if not any(type(m).__name__.endswith("Attention") for m in decoder_layers(self.decoder)[0].modules()):
+        if "per_layer_inputs" in inspect.signature(decoder_stack(self.decoder).forward).parameters:
             raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} model: its "
-                             "decoder layers have no self-attention to take h_prev as a key and value")
+                             "layers also read embeddings of the token ids themselves (per_layer_inputs), which a "
+                             "window given as embeddings does not carry")
+        if config.use_recurrence and not config.num_memory_tokens:
+            check_insertion_layer(self.decoder, config.insertion_layer)
         implementation = self.decoder.config._attn_implementation
         if implementation not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
@@ -138,8 +171,11 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
 
     @property
     def rotary_embedding(self) -> nn.Module | None:
-        """The wrapped model's rotary embedding (None for a family with absolute positions, like GPT-2)."""
-        return getattr(decoder_stack(self.decoder), "rotary_emb", None)
+        """The wrapped model's rotary embedding (None for a family with absolute positions, like GPT-2, or none, like
+        Jamba): its `rotary_emb`, or the one rotary module under another name (LFM2-MoE's `pos_emb`)."""
+        stack = decoder_stack(self.decoder)
+        rotary = [m for m in stack.children() if type(m).__name__.endswith("RotaryEmbedding")]
+        return getattr(stack, "rotary_emb", rotary[0] if len(rotary) == 1 else None)
 
     @property
     def rotary_layer_type(self) -> dict:
@@ -202,6 +238,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             # h_prev first, seen by every position
             additive = self.decoder.config._attn_implementation != "sdpa"
             call["attention_mask"] = causal_mask(t + 1, hidden, additive=additive)
+            if self.rotary_embedding is None and call.get("position_embeddings") is not None:
+                raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
+                                 "model: its layers take position_embeddings but no single rotary embedding was found")
             if self.rotary_embedding is not None:
                 if call.get("position_embeddings") is None:
                     raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
