@@ -42,7 +42,8 @@ from transformers import (
     SmolLM3Config,
 )
 
-from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig
+from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig, flops_per_token
+from lengthgen.modeling.recurrence.flops import non_embedding_parameters
 
 VOCAB = 50
 SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
@@ -461,6 +462,23 @@ def test_h_prev_is_refused_at_a_layer_without_softmax_attention(family, insertio
         CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=insertion_layer)
     memory = CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=insertion_layer, num_memory_tokens=2)
     assert memory.recurrence is None  # memory tokens are inputs, not keys at l_ins: any layer kinds will do
+
+
+def test_flops_count_the_routed_experts_and_the_attention_layers_only():
+    """FLOPs per token (Kaplan et al.'s count, as for GPT-2's Tables 1-2) by hand for a mixture of experts, where a
+    token passes through 2 of 4 experts, and the attention term of a hybrid, where half the layers are linear."""
+    per_layer = (32 * 32 + 2 * 32 * 16 + 32 * 32  # q, k and v of 2 key-value heads, o
+                 + 4 * 32  # the router
+                 + 2 * (2 * 32 * 32 + 32 * 32))  # 2 routed experts: gate and up, down (moe_intermediate_size 32)
+    config = FAMILIES["qwen3_moe"](2)
+    assert flops_per_token(config, 8) == 2 * 2 * per_layer + 2 * 2 * 8 * 32
+    assert flops_per_token(config, 8, overlap=4) == (2 * 2 * per_layer + 2 * 2 * 8 * 32) * 8 / 4
+    for family in ("minimax", "qwen3_5_text"):  # linear, full, linear, full
+        hybrid = FAMILIES[family](4)
+        all_attention = type(hybrid)(**{**hybrid.to_dict(), "layer_types": ["full_attention"] * 4})
+        difference = flops_per_token(all_attention, 8) - flops_per_token(hybrid, 8)
+        parameters = non_embedding_parameters(all_attention) - non_embedding_parameters(hybrid)
+        assert difference == 2 * parameters + 2 * 2 * 8 * 32  # two layers fewer scoring 8 positions
 
 
 def test_a_key_value_cache_is_refused():

@@ -3,23 +3,44 @@
 import torch
 from transformers import AutoModelForCausalLM
 
-from .modeling_causal_lm_recurrent import decoder_layers
+from .modeling_causal_lm_recurrent import attention_layers, decoder_layers
 from .recurrence_module import check_overlap
 
 
-def non_embedding_parameters(config) -> int:
-    """Weight matrices of the decoder layers (norms and biases left out): GPT-2's n_layer x (4 d^2 + 2 d d_ff) by
-    formula (the paper's count); any other family (a `causal_lm_recurrent` config's `decoder_config`, or the family's
-    own config) counted on a model built on the meta device (no memory), so grouped-query attention and gated
-    feed-forward layers count as they are."""
+def meta_model(config):
+    """The causal LM of a family's config (a `causal_lm_recurrent` config's `decoder_config`) on the meta device: its
+    shapes without memory."""
+    decoder = config.decoder_config_object() if config.model_type == "causal_lm_recurrent" else config
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(decoder)
+
+
+def non_embedding_parameters(config) -> float:
+    """Weight matrices of the decoder layers that a token passes through (norms and biases left out): GPT-2's
+    n_layer x (4 d^2 + 2 d d_ff) by formula (the paper's count); any other family counted on its model built on the
+    meta device, so grouped-query attention and gated feed-forward layers count as they are, and a mixture of experts
+    counts the `num_experts_per_tok` experts a token is routed to, not all of them."""
     if config.model_type in ("gpt2", "gpt2_recurrent"):
         d = config.n_embd
         d_ff = getattr(config, "n_inner", None) or 4 * d
         return config.n_layer * (4 * d * d + 2 * d * d_ff)
-    decoder = config.decoder_config_object() if config.model_type == "causal_lm_recurrent" else config
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(decoder)
-    return sum(p.numel() for p in decoder_layers(model).parameters() if p.dim() >= 2)  # no norms, biases
+    model = meta_model(config)
+    routed_to = getattr(model.config, "num_experts_per_tok", None)
+    total = 0.0
+    for module in decoder_layers(model).modules():
+        experts = routed_to and type(module).__name__.endswith("Experts")  # weights stacked (num_experts, ...)
+        for weight in module.parameters(recurse=False):
+            if weight.dim() >= 2:  # no norms, biases
+                total += weight.numel() * (routed_to / weight.shape[0] if experts else 1)
+    return total
+
+
+def softmax_attention_layers(config) -> int:
+    """The decoder layers whose attention scores a token against every position of its window (a hybrid's linear
+    attention, Mamba and convolution layers do not)."""
+    if config.model_type in ("gpt2", "gpt2_recurrent"):
+        return config.n_layer
+    return len(attention_layers(meta_model(config)))
 
 
 def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: int = 0) -> float:
@@ -28,8 +49,9 @@ def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: in
     positions to each window).
 
     Counted as Kaplan et al. (2020) count a decoder's forward pass, which reproduces the paper's column: per position,
-    2 FLOPs per non-embedding weight plus 2 n_layer P d for the attention scores and values over a P-position
-    context; embeddings, the LM head, norms and biases are left out. A window of P = T + 2m positions costs P times
+    2 FLOPs per non-embedding weight (of the experts a token is routed to, in a mixture of experts) plus 2 n_attn P d
+    for the attention scores and values over a P-position context, n_attn the softmax-attention layers (all of them
+    but a hybrid's others); embeddings, the LM head, norms and biases are left out. A window of P = T + 2m positions costs P times
     that and predicts T - overlap new tokens. The h_prev recurrence (one extra key at one layer and a few 200-wide
     layers once per window) adds well under 0.1% and is left out, as in the paper, where recurrent and plain models
     share the column.
@@ -42,7 +64,8 @@ def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: in
     """
     check_overlap(window, overlap)
     positions = window + 2 * num_memory_tokens
-    per_position = 2 * non_embedding_parameters(config) + 2 * config.num_hidden_layers * positions * config.hidden_size
+    attention = 2 * softmax_attention_layers(config) * positions * config.hidden_size
+    per_position = 2 * non_embedding_parameters(config) + attention
     return per_position * positions / (window - overlap)
 
 
