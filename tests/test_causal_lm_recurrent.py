@@ -36,6 +36,8 @@ from transformers import (
     Olmo2Config,
     Phi3Config,
     Qwen2Config,
+    Qwen3_5Config,
+    Qwen3_5ForConditionalGeneration,
     Qwen3_5TextConfig,
     Qwen3Config,
     Qwen3MoeConfig,
@@ -397,19 +399,35 @@ def test_from_pretrained_wraps_a_plain_checkpoint_and_keeps_its_weights(tmp_path
         torch.testing.assert_close(model(x).logits, llama(x).logits, rtol=0, atol=0)
 
 
-def test_from_pretrained_wraps_a_multimodal_llama4_checkpoint_as_its_text_model(tmp_path):
-    """Llama 4 is published as image-and-text checkpoints; AutoModelForCausalLM loads their text LM (its weights under
-    `language_model.`), and that is what gets wrapped."""
+def multimodal_llama4():
+    """A tiny image-and-text Llama 4, and its text logits (its own forward needs an image: the text LM's)."""
     vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
                   patch_size=14, vision_output_dim=32, projector_input_dim=32, projector_output_dim=32)
-    config = Llama4Config(text_config=FAMILIES["llama4_text"](3).to_dict(), vision_config=vision)
+    model = Llama4ForConditionalGeneration(Llama4Config(text_config=FAMILIES["llama4_text"](3).to_dict(),
+                                                        vision_config=vision))
+    return model, lambda x: model.language_model(x).logits
+
+
+def multimodal_qwen3_5():
+    """A tiny image-and-text Qwen3.5, and its logits on text."""
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=4, out_hidden_size=32, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    model = Qwen3_5ForConditionalGeneration(Qwen3_5Config(text_config=FAMILIES["qwen3_5_text"](3).to_dict(),
+                                                          vision_config=vision))
+    return model, lambda x: model(input_ids=x).logits
+
+
+@pytest.mark.parametrize("build", [multimodal_llama4, multimodal_qwen3_5], ids=["llama4", "qwen3_5"])
+def test_from_pretrained_wraps_a_multimodal_checkpoint_as_its_text_model(tmp_path, build):
+    """Llama 4 and Qwen3.5 are published as image-and-text checkpoints; AutoModelForCausalLM loads their text LM (its
+    weights under `language_model.`), and that is what gets wrapped, with the checkpoint's weights."""
     torch.manual_seed(0)
-    Llama4ForConditionalGeneration(config).save_pretrained(tmp_path / "llama4")
-    text_model = Llama4ForConditionalGeneration.from_pretrained(tmp_path / "llama4").language_model.eval()
-    model = CausalLMWithRecurrence.from_pretrained(tmp_path / "llama4", window_size=8, insertion_layer=1).eval()
+    multimodal, text_logits = build()
+    multimodal.eval().save_pretrained(tmp_path / "multimodal")
+    model = CausalLMWithRecurrence.from_pretrained(tmp_path / "multimodal", window_size=8, insertion_layer=1).eval()
     x = tokens(8)
     with torch.no_grad():
-        torch.testing.assert_close(model(x).logits, text_model(x).logits, rtol=0, atol=0)
+        torch.testing.assert_close(model(x).logits, text_logits(x), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("family, fields, message", [
