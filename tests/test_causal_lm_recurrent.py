@@ -30,6 +30,7 @@ from transformers import (
     Llama4TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
+    MambaConfig,
     MiniMaxConfig,
     MistralConfig,
     NemotronHConfig,
@@ -153,8 +154,8 @@ FAMILIES = {
     "falcon_h1": lambda layers: FalconH1Config(**SMALL, num_hidden_layers=layers, head_dim=8, mamba_d_ssm=32,
                                                mamba_n_heads=4, mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1,
                                                mamba_chunk_size=8),
-    "nemotron_h": lambda layers: NemotronHConfig(**SMALL, num_hidden_layers=layers, head_dim=8, mamba_num_heads=4, mamba_head_dim=16,
-                                                 ssm_state_size=8, n_groups=1, chunk_size=8,
+    "nemotron_h": lambda layers: NemotronHConfig(**SMALL, num_hidden_layers=layers, head_dim=8, mamba_num_heads=4,
+                                                 mamba_head_dim=16, ssm_state_size=8, n_groups=1, chunk_size=8,
                                                  layers_block_type=alternating(layers, "mamba", "attention")[:2]
                                                  + ["mlp"] * (layers - 2)),
     "jamba": lambda layers: JambaConfig(**SMALL, num_hidden_layers=layers, attn_layer_period=2,
@@ -171,13 +172,16 @@ FAMILIES = {
                                                    moe_intermediate_size=32,
                                                    layer_types=alternating(layers, "linear_attention")),
 }
+# no softmax attention at all, so no h_prev: memory tokens and plain windows only
+WITHOUT_ATTENTION = {"mamba": lambda layers: MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers,
+                                                          state_size=8, pad_token_id=0)}
 HYBRID = ["qwen3_5_text", "lfm2_moe", "granitemoehybrid", "falcon_h1", "nemotron_h", "jamba", "minimax", "kimi_linear"]
 
 
 def models(family, window=8, overlap=3, layers=3, insertion_layer=1, **fields):
     """The wrapper and the unmodified causal LM it wraps (the same module, so the same weights)."""
     torch.manual_seed(0)
-    decoder = AutoModelForCausalLM.from_config(FAMILIES[family](layers)).eval()
+    decoder = AutoModelForCausalLM.from_config({**FAMILIES, **WITHOUT_ATTENTION}[family](layers)).eval()
     model = CausalLMWithRecurrence.wrap(decoder, window_size=window, overlap=overlap, insertion_layer=insertion_layer,
                                         recurrence_hidden_size=16, **fields).eval()
     return model, decoder
@@ -206,7 +210,7 @@ def test_first_window_is_the_unmodified_model(family):
         torch.testing.assert_close(model(x).logits[:, :8], decoder(x[:, :8]).logits, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [*FAMILIES, *WITHOUT_ATTENTION])
 @pytest.mark.parametrize("grad", [False, True], ids=["per-window", "once-per-call"])
 def test_without_recurrence_every_window_is_the_unmodified_model(family, grad):
     """Both ways of running the embedding and the LM head: inside each window's step (no gradient, or window
@@ -357,17 +361,17 @@ def test_right_padded_batch_gives_each_document_its_own_result(family):
     torch.testing.assert_close(batch.loss * batch.num_predicted_tokens, summed)
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3_5_text"])
+@pytest.mark.parametrize("family", ["llama", "qwen3_5_text", "mamba"])
 def test_memory_tokens_are_read_before_and_written_after_each_window(family):
     """Window 2's logits equal the unmodified model on [the memory window 1 wrote, window 2's tokens]; window 1 wrote
     the last hidden states of the unmodified model on [memory embeddings, window 1, memory embeddings]. A hybrid's
-    DeltaNet layers read the memory as they read tokens."""
+    DeltaNet layers and Mamba's read the memory as they read tokens."""
     model, decoder = models(family, overlap=0, num_memory_tokens=2)
     x = tokens(16)
     embed = decoder.get_input_embeddings()
     with torch.no_grad():
         memory = model.memory[None].expand(2, -1, -1)
-        first = decoder.model(inputs_embeds=torch.cat([memory, embed(x[:, :8]), memory], dim=1)).last_hidden_state
+        first = decoder.base_model(inputs_embeds=torch.cat([memory, embed(x[:, :8]), memory], dim=1)).last_hidden_state
         written = first[:, -2:]
         second = decoder(inputs_embeds=torch.cat([written, embed(x[:, 8:])], dim=1)).logits[:, 2:]
         logits = model(x).logits
@@ -451,8 +455,7 @@ def test_models_it_cannot_take_are_named():
     mistral = AutoModelForCausalLM.from_config(MistralConfig(**{**FAMILIES["mistral"](2).to_dict(), "sliding_window": 8}))
     with pytest.raises(ValueError, match="window_size=8 must be below the model's sliding_window=8"):
         CausalLMWithRecurrence.wrap(mistral, window_size=8, insertion_layer=1)
-    from transformers import MambaConfig
-    mamba = AutoModelForCausalLM.from_config(MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2))
+    mamba = AutoModelForCausalLM.from_config(WITHOUT_ATTENTION["mamba"](2))
     with pytest.raises(ValueError, match="cannot wrap a 'mamba' model: none of its decoder layers has softmax"):
         CausalLMWithRecurrence.wrap(mamba, window_size=8, insertion_layer=1)
     kimi = AutoModelForCausalLM.from_config(KimiLinearConfig(**{**FAMILIES["kimi_linear"](2).to_dict(),

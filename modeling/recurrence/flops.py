@@ -50,9 +50,9 @@ def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: in
 
     Counted as Kaplan et al. (2020) count a decoder's forward pass, which reproduces the paper's column: per position,
     2 FLOPs per non-embedding weight (of the experts a token is routed to, in a mixture of experts) plus 2 n_attn P d
-    for the attention scores and values over a P-position context, n_attn the softmax-attention layers (all of them
-    but a hybrid's others); embeddings, the LM head, norms and biases are left out. A window of P = T + 2m positions costs P times
-    that and predicts T - overlap new tokens. The h_prev recurrence (one extra key at one layer and a few 200-wide
+    for the attention scores and values over a P-position context, n_attn the softmax-attention layers (all but a
+    hybrid's others); embeddings, the LM head, norms and biases are left out. A window of P = T + 2m positions costs P
+    times that and predicts T - overlap new tokens. The h_prev recurrence (one extra key at one layer and a few 200-wide
     layers once per window) adds well under 0.1% and is left out, as in the paper, where recurrent and plain models
     share the column.
 

@@ -43,9 +43,9 @@ from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, che
 from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
-# layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
-# layer types (transformers' `layer_types` names, and Jamba's older "attention") whose self-attention is softmax
+# layer types (transformers' `layer_types` names, and the older "attention") whose self-attention is softmax
 SOFTMAX_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention", "hybrid", "attention")
+# layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
 LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"))
 
 
@@ -68,15 +68,21 @@ def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     return lists[0]
 
 
-def attention_layers(model: PreTrainedModel) -> list[int]:
-    """The decoder layers with softmax self-attention, which can take h_prev as one more key and value. A hybrid
-    family names its layers' kinds in `config.layer_types` (or `layers_block_type`): Qwen3.5's and Qwen3-Next's gated
-    DeltaNet, MiniMax's lightning attention and Mamba layers are "linear_attention", LFM2's short convolutions "conv",
-    Nemotron-H's "mlp" blocks; Falcon-H1's "hybrid" layers run attention and a Mamba mixer side by side. A family
-    without them (GPT-2, Mamba) is judged by its layers' modules."""
-    config = model.config
+def layer_kinds(config) -> list[str] | None:
+    """Each decoder layer's kind as a hybrid family names it in `config.layer_types` (or Jamba's and Nemotron-H's
+    older `layers_block_type`): Qwen3.5's and Qwen3-Next's gated DeltaNet, MiniMax's lightning attention and Mamba
+    layers are "linear_attention", LFM2's short convolutions "conv", Nemotron-H's "mlp" blocks; Falcon-H1's "hybrid"
+    layers run attention and a Mamba mixer side by side. None where the config does not say."""
     kinds = getattr(config, "layer_types", None) or getattr(config, "layers_block_type", None)
-    if kinds is not None and len(kinds) == config.num_hidden_layers:
+    return list(kinds) if kinds is not None and len(kinds) == config.num_hidden_layers else None
+
+
+def attention_layers(model: PreTrainedModel) -> list[int]:
+    """The decoder layers with softmax self-attention, which can take h_prev as one more key and value: by their kinds
+    (a module's name does not tell: MiniMax's linear attention is a `MiniMaxLightningAttention`), or, where the config
+    names none (GPT-2, Mamba), by their modules."""
+    kinds = layer_kinds(model.config)
+    if kinds is not None:
         return [index for index, kind in enumerate(kinds) if kind in SOFTMAX_ATTENTION]
     return [index for index, layer in enumerate(decoder_layers(model))
             if any(type(m).__name__.endswith("Attention") for m in layer.modules())]
@@ -89,7 +95,7 @@ def check_insertion_layer(model: PreTrainedModel, insertion_layer: int):
         raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: none of its decoder "
                          "layers has softmax self-attention to take h_prev as a key and value")
     if insertion_layer not in usable:
-        kinds = getattr(model.config, "layer_types", None) or getattr(model.config, "layers_block_type", None)
+        kinds = layer_kinds(model.config)
         kind = f"a {kinds[insertion_layer]!r} layer" if kinds else "a layer without self-attention"
         raise ValueError(f"insertion_layer={insertion_layer} is {kind} of this {model.config.model_type!r} model; "
                          f"h_prev enters a softmax self-attention layer: one of {', '.join(map(str, usable))}")
