@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Does h_prev carry information? A tiny GPT-2 on a generated corpus whose later windows need a fact stated earlier.
+"""Does h_prev carry information? A tiny GPT-2 (or a tiny hybrid, Qwen3.5 with gated DeltaNet layers between its
+attention layers) on a generated corpus whose later windows need a fact stated earlier.
 
 Each document draws one secret from `--num-secrets` and is cut into windows of T tokens. Every window holds, at a
 random place, the phrase `key <secret> <secret> <secret> <secret>`; the rest is filler that counts through the filler
@@ -17,6 +18,11 @@ gradient path; the counting filler keeps the benchmark within minutes.)
 3. Evaluate both on held-out documents read whole: perplexity per token, and the loss on the secret tokens alone.
 
     python benchmarks/recurrence_synthetic.py --json docs/recurrence_synthetic_cpu.json   # about 5 minutes on 2 cores
+    python benchmarks/recurrence_synthetic.py --family qwen3_5 --json docs/recurrence_synthetic_qwen3_5_cpu.json
+
+With `--family qwen3_5` the model's odd layers are softmax attention and its even ones gated DeltaNet (linear
+attention, which reads each window afresh as the attention does); h_prev enters the last attention layer at or
+below the paper's l_ins = 2.
 """
 
 import argparse
@@ -27,16 +33,37 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, GPT2Config
+from transformers import AutoModelForCausalLM, GPT2Config, Qwen3_5TextConfig
 
 from lengthgen.data.tokenization import word_tokenizer
-
+from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import SOFTMAX_ATTENTION, layer_kinds
 from lengthgen.training.hardware import hardware
 from lengthgen.training.scripts import run_script
 
 RUN_CLM_RECURRENT = str(Path(__file__).resolve().parents[1] / "examples" / "run_clm_recurrent.py")
 
 KEY = "key"
+# the model pre-trained from scratch, by family: the paper's GPT-2, or a hybrid (linear attention, then attention)
+FAMILIES = {
+    "gpt2": lambda args: GPT2Config(n_positions=args.window_size, n_embd=args.n_embd, n_layer=args.n_layer, n_head=4),
+    "qwen3_5": lambda args: Qwen3_5TextConfig(
+        hidden_size=args.n_embd, intermediate_size=4 * args.n_embd, num_hidden_layers=args.n_layer,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=args.n_embd // 4, linear_num_key_heads=2,
+        linear_num_value_heads=4, linear_key_head_dim=args.n_embd // 4, linear_value_head_dim=args.n_embd // 4,
+        max_position_embeddings=args.window_size + 1,
+        layer_types=["full_attention" if i % 2 else "linear_attention" for i in range(args.n_layer)]),
+}
+
+
+def insertion_layer(config) -> int:
+    """The paper's l_ins = 2, or in a hybrid the last softmax-attention layer at or below it."""
+    kinds = layer_kinds(config)
+    if kinds is None:
+        return min(2, config.num_hidden_layers - 1)
+    below = [i for i, kind in enumerate(kinds) if kind in SOFTMAX_ATTENTION and i <= 2]
+    if not below:
+        raise ValueError(f"--family: no softmax-attention layer among the first three of {kinds}")
+    return below[-1]
 
 
 def parse_args(argv=None):
@@ -50,6 +77,7 @@ def parse_args(argv=None):
     parser.add_argument("--secret-repeats", type=int, default=4, help="secret tokens after each `key`")
     parser.add_argument("--train-documents", type=int, default=2000)
     parser.add_argument("--eval-documents", type=int, default=200)
+    parser.add_argument("--family", choices=sorted(FAMILIES), default="gpt2", help="the model (default: gpt2)")
     parser.add_argument("--n-layer", type=int, default=4)
     parser.add_argument("--n-embd", type=int, default=64)
     parser.add_argument("--pretrain-steps", type=int, default=400)
@@ -124,12 +152,12 @@ def main(argv=None):
         tokenizer = word_tokenizer([KEY] + [f"s{i}" for i in range(args.num_secrets)]
                                    + [f"w{i}" for i in range(args.num_filler_words)])
         tokenizer.save_pretrained(root / "tokenizer")
-        GPT2Config(n_positions=args.window_size, n_embd=args.n_embd, n_layer=args.n_layer, n_head=4).save_pretrained(
-            root / "config")
+        config = FAMILIES[args.family](args)
+        config.save_pretrained(root / "config")
 
         run_script(RUN_CLM_RECURRENT, [
             "--config_name", str(root / "config"), "--use_recurrence", "False", "--window_size", str(args.window_size),
-            "--overlap", str(args.overlap), "--insertion_layer", str(min(2, args.n_layer - 1)),
+            "--overlap", str(args.overlap), "--insertion_layer", str(insertion_layer(config)),
             "--output_dir", str(root / "pretrained"), *common_arguments(args, root, args.pretrain_steps),
         ], str(root / "runs.log"))
         results = {"settings": {k: v for k, v in vars(args).items() if k not in ("json", "output_dir")}, "chance_secret_loss": math.log(args.num_secrets)}
@@ -150,7 +178,7 @@ def main(argv=None):
     results["perplexity_ratio_recurrent_over_disjoint"] = (
         results["recurrent"]["perplexity_per_token"] / results["disjoint"]["perplexity_per_token"]
     )
-    print(f"\nwindows of {args.window_size}, overlap {args.overlap}; chance loss on the secret "
+    print(f"\n{args.family}, windows of {args.window_size}, overlap {args.overlap}; chance loss on the secret "
           f"{results['chance_secret_loss']:.3f} nats")
     print("| model | perplexity per token | secret loss, first window | secret loss, later windows |\n"
           "| --- | --- | --- | --- |")

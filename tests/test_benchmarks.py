@@ -144,19 +144,26 @@ def test_recurrence_memory_llama_case_wraps_the_plain_llama_it_compares_with():
     assert speed["ratio"] > 0 and speed["ratio_to_one_window_at_a_time"] > 0
 
 
-def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_path):
+@pytest.mark.parametrize("family, insertion_layer", [("gpt2", 2), ("qwen3_5", 1)])
+def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_path, family, insertion_layer):
     import json
 
     import recurrence_synthetic
+    from transformers import AutoConfig
 
     output = tmp_path / "synthetic.json"
     results = recurrence_synthetic.main(
         ["--train-documents", "24", "--eval-documents", "4", "--windows-per-document", "3", "--window-size", "16",
-         "--windows-per-example", "2", "--n-layer", "2", "--n-embd", "32", "--pretrain-steps", "2",
-         "--finetune-steps", "2", "--batch-size", "4", "--output-dir", str(tmp_path / "run"), "--json", str(output)]
+         "--windows-per-example", "2", "--n-layer", "3", "--n-embd", "32", "--pretrain-steps", "2",
+         "--finetune-steps", "2", "--batch-size", "4", "--output-dir", str(tmp_path / "run"), "--json", str(output),
+         "--family", family]
     )
     for name in ("disjoint", "recurrent"):
         assert results[name]["perplexity_per_token"] > 1 and results[name]["secret_loss_later_windows"] > 0
+    recurrent = AutoConfig.from_pretrained(tmp_path / "run" / "recurrent")
+    decoder = recurrent.decoder_config["model_type"] if family != "gpt2" else recurrent.model_type
+    assert decoder == {"gpt2": "gpt2_recurrent", "qwen3_5": "qwen3_5_text"}[family]
+    assert recurrent.insertion_layer == insertion_layer  # the paper's 2, or the hybrid's attention layer below it
     assert json.loads(output.read_text()) == json.loads(json.dumps(results))
     # the corpus: every window of every document states the secret once, after `key`
     document = (tmp_path / "run" / "corpus" / "train" / "000000.txt").read_text().split()
