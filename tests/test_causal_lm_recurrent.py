@@ -1,7 +1,8 @@
-"""CausalLMWithRecurrence on tiny random configs of twenty-five families (no download), each against the unmodified
-transformers model: window 1 and, without recurrence, every window equal it (so what a family does after its head, as
-Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified model's input one
-position before the window; GPT-2's case equals GPT2WithRecurrence."""
+"""CausalLMWithRecurrence on tiny random configs of twenty-five families (no download), hybrids among them, each
+against the unmodified transformers model: window 1 and, without recurrence, every window equal it (so what a family
+does after its head, as Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified
+model's input one position before the window; GPT-2's case equals GPT2WithRecurrence; h_prev goes only into a
+softmax-attention layer, while memory tokens also suit Mamba."""
 
 import inspect
 
@@ -16,6 +17,7 @@ from transformers import (
     DynamicCache,
     FalconH1Config,
     Gemma2Config,
+    Gemma3nTextConfig,
     Gemma3TextConfig,
     GPT2Config,
     GptOssConfig,
@@ -175,7 +177,6 @@ FAMILIES = {
 # no softmax attention at all, so no h_prev: memory tokens and plain windows only
 WITHOUT_ATTENTION = {"mamba": lambda layers: MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers,
                                                           state_size=8, pad_token_id=0)}
-HYBRID = ["qwen3_5_text", "lfm2_moe", "granitemoehybrid", "falcon_h1", "nemotron_h", "jamba", "minimax", "kimi_linear"]
 
 
 def models(family, window=8, overlap=3, layers=3, insertion_layer=1, **fields):
@@ -462,7 +463,6 @@ def test_models_it_cannot_take_are_named():
                                                                 "layer_types": ["linear_attention"] * 2}))
     with pytest.raises(ValueError, match="cannot wrap a 'kimi_linear' model: none of its decoder layers has softmax"):
         CausalLMWithRecurrence.wrap(kimi, window_size=8, insertion_layer=1)
-    from transformers import Gemma3nTextConfig
     gemma3n = AutoModelForCausalLM.from_config(Gemma3nTextConfig(
         **SMALL, num_hidden_layers=2, head_dim=8, sliding_window=16, laurel_rank=4, altup_num_inputs=2,
         hidden_size_per_layer_input=8, vocab_size_per_layer_input=VOCAB, num_kv_shared_layers=0,
