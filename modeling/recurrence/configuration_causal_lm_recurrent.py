@@ -20,7 +20,7 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
             `max_position_embeddings`.
         overlap (`int`, defaults to 0): o, tokens each window repeats from the previous one, as context only (§4.2).
         insertion_layer (`int`, defaults to 2): l_ins, the (0-based) decoder layer whose self-attention gets h_prev as
-            one extra key and value (paper: 2).
+            one extra key and value (paper: 2); in a hybrid, one of its softmax-attention layers (`layer_types`).
         recurrence_hidden_size (`int`, defaults to 200), recurrence_num_hidden_layers (`int`, defaults to 3): the
             feed-forward network from the pooled z to h_prev (paper: 3 x 200).
         recurrence_pooling (`str`, defaults to "layer_weighted"): "layer_weighted" is Eq. 1 (every layer's output,
