@@ -38,3 +38,14 @@ def test_ci_runs_the_readme_test_command(repo_root):
     command = re.search(r"<!-- test-command -->\n```bash\n(.*?)\n```", readme, re.S).group(1)
     assert "pytest" in command and "torch==2.13.0" in command
     assert "<!-- test-command -->" in (repo_root / ".ci" / "run").read_text()
+
+
+def test_readme_links_within_the_page_reach_a_heading(repo_root):
+    """Every `(#anchor)` link of README.md (its contents list among them) names a heading, anchored as GitHub anchors
+    them: lower case, punctuation other than - and _ dropped, spaces turned into hyphens; every heading is listed."""
+    readme = (repo_root / "README.md").read_text()
+    headings = re.findall(r"^##+ (.*)$", readme, re.M)
+    anchors = {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for title in headings}
+    links = re.findall(r"\]\(#([^)]*)\)", readme)
+    assert set(links) <= anchors, set(links) - anchors
+    assert anchors <= set(links)  # the contents list names every section
