@@ -3,8 +3,10 @@
 import torch
 from transformers import AutoModelForCausalLM
 
-from .modeling_causal_lm_recurrent import attention_layers, decoder_layers
+from .modeling_causal_lm_recurrent import decoder_layers, softmax_attention_layers
 from .recurrence_module import check_overlap
+
+GPT2_TYPES = ("gpt2", "gpt2_recurrent")  # counted by formula, as the paper counts them
 
 
 def meta_model(config):
@@ -20,7 +22,7 @@ def non_embedding_parameters(config) -> float:
     n_layer x (4 d^2 + 2 d d_ff) by formula (the paper's count); any other family counted on its model built on the
     meta device, so grouped-query attention and gated feed-forward layers count as they are, and a mixture of experts
     counts the `num_experts_per_tok` experts a token is routed to, not all of them."""
-    if config.model_type in ("gpt2", "gpt2_recurrent"):
+    if config.model_type in GPT2_TYPES:
         d = config.n_embd
         d_ff = getattr(config, "n_inner", None) or 4 * d
         return config.n_layer * (4 * d * d + 2 * d * d_ff)
@@ -33,14 +35,6 @@ def non_embedding_parameters(config) -> float:
             if weight.dim() >= 2:  # no norms, biases
                 total += weight.numel() * (routed_to / weight.shape[0] if experts else 1)
     return total
-
-
-def softmax_attention_layers(config) -> int:
-    """The decoder layers whose attention scores a token against every position of its window (a hybrid's linear
-    attention, Mamba and convolution layers do not)."""
-    if config.model_type in ("gpt2", "gpt2_recurrent"):
-        return config.n_layer
-    return len(attention_layers(meta_model(config)))
 
 
 def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: int = 0) -> float:
@@ -64,7 +58,11 @@ def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: in
     """
     check_overlap(window, overlap)
     positions = window + 2 * num_memory_tokens
-    attention = 2 * softmax_attention_layers(config) * positions * config.hidden_size
+    if config.model_type in GPT2_TYPES:
+        scoring = config.n_layer
+    else:  # a hybrid's other layers score no positions
+        scoring = len(softmax_attention_layers(meta_model(config)))
+    attention = 2 * scoring * positions * config.hidden_size
     per_position = 2 * non_embedding_parameters(config) + attention
     return per_position * positions / (window - overlap)
 

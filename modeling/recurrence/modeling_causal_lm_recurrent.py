@@ -77,7 +77,7 @@ def layer_kinds(config) -> list[str] | None:
     return list(kinds) if kinds is not None and len(kinds) == config.num_hidden_layers else None
 
 
-def attention_layers(model: PreTrainedModel) -> list[int]:
+def softmax_attention_layers(model: PreTrainedModel) -> list[int]:
     """The decoder layers with softmax self-attention, which can take h_prev as one more key and value: by their kinds
     (a module's name does not tell: MiniMax's linear attention is a `MiniMaxLightningAttention`), or, where the config
     names none (GPT-2, Mamba), by their modules."""
@@ -90,7 +90,7 @@ def attention_layers(model: PreTrainedModel) -> list[int]:
 
 def check_insertion_layer(model: PreTrainedModel, insertion_layer: int):
     """A ValueError naming the problem unless layer l_ins has softmax self-attention."""
-    usable = attention_layers(model)
+    usable = softmax_attention_layers(model)
     if not usable:
         raise ValueError(f"CausalLMWithRecurrence cannot wrap a {model.config.model_type!r} model: none of its decoder "
                          "layers has softmax self-attention to take h_prev as a key and value")
