@@ -244,16 +244,15 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             # h_prev first, seen by every position
             additive = self.decoder.config._attn_implementation != "sdpa"
             call["attention_mask"] = causal_mask(t + 1, hidden, additive=additive)
-            if self.rotary_embedding is None and call.get("position_embeddings") is not None:
+            rotary, given = self.rotary_embedding, call.get("position_embeddings")
+            if (rotary is None) != (given is None):
+                problem = ("take position_embeddings but no single rotary embedding was found" if rotary is None
+                           else "do not take position_embeddings")
                 raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
-                                 "model: its layers take position_embeddings but no single rotary embedding was found")
-            if self.rotary_embedding is not None:
-                if call.get("position_embeddings") is None:
-                    raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} "
-                                     "model: its layers do not take position_embeddings")
+                                 f"model: its layers {problem}")
+            if rotary is not None:
                 at = torch.full((1, 1), -1, dtype=torch.long, device=hidden.device)
-                extra = self.rotary_embedding(hidden, position_ids=at, **self.rotary_layer_type)
-                call["position_embeddings"] = prepend(extra, call["position_embeddings"])
+                call["position_embeddings"] = prepend(rotary(hidden, position_ids=at, **self.rotary_layer_type), given)
             return (), call
 
         def after(index):
