@@ -26,7 +26,11 @@ def non_embedding_parameters(config) -> float:
         d = config.n_embd
         d_ff = getattr(config, "n_inner", None) or 4 * d
         return config.n_layer * (4 * d * d + 2 * d * d_ff)
-    model = meta_model(config)
+    return routed_weights(meta_model(config))
+
+
+def routed_weights(model) -> float:
+    """`non_embedding_parameters` of a model already built (on the meta device)."""
     routed_to = getattr(model.config, "num_experts_per_tok", None)
     total = 0.0
     for module in decoder_layers(model).modules():
@@ -59,11 +63,11 @@ def flops_per_token(config, window: int, overlap: int = 0, num_memory_tokens: in
     check_overlap(window, overlap)
     positions = window + 2 * num_memory_tokens
     if config.model_type in GPT2_TYPES:
-        scoring = config.n_layer
-    else:  # a hybrid's other layers score no positions
-        scoring = len(softmax_attention_layers(meta_model(config)))
-    attention = 2 * scoring * positions * config.hidden_size
-    per_position = 2 * non_embedding_parameters(config) + attention
+        weights, scoring = non_embedding_parameters(config), config.n_layer
+    else:  # one model built for both counts; a hybrid's other layers score no positions
+        model = meta_model(config)
+        weights, scoring = routed_weights(model), len(softmax_attention_layers(model))
+    per_position = 2 * weights + 2 * scoring * positions * config.hidden_size
     return per_position * positions / (window - overlap)
 
 
