@@ -36,7 +36,8 @@ import torch
 from transformers import AutoModelForCausalLM, GPT2Config, Qwen3_5TextConfig
 
 from lengthgen.data.tokenization import word_tokenizer
-from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import SOFTMAX_ATTENTION, layer_kinds
+from lengthgen.modeling.recurrence.flops import meta_model
+from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import softmax_attention_layers
 from lengthgen.training.hardware import hardware
 from lengthgen.training.scripts import run_script
 
@@ -56,13 +57,11 @@ FAMILIES = {
 
 
 def insertion_layer(config) -> int:
-    """The paper's l_ins = 2, or in a hybrid the last softmax-attention layer at or below it."""
-    kinds = layer_kinds(config)
-    if kinds is None:
-        return min(2, config.num_hidden_layers - 1)
-    below = [i for i, kind in enumerate(kinds) if kind in SOFTMAX_ATTENTION and i <= 2]
+    """The paper's l_ins = 2 (or the last layer of a shallower model), in a hybrid the last softmax-attention layer
+    at or below it."""
+    below = [i for i in softmax_attention_layers(meta_model(config)) if i <= 2]
     if not below:
-        raise ValueError(f"--family: no softmax-attention layer among the first three of {kinds}")
+        raise ValueError(f"no softmax-attention layer among the first three of this {config.model_type} model")
     return below[-1]
 
 
