@@ -17,6 +17,9 @@ evaluate perplexity per word and per token at the window and overlap the model i
     # any causal LM, e.g. a Qwen2 checkpoint with h_prev, or with 4 memory tokens instead (the RMT baseline)
     python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen2-0.5B --window_size 512 --insertion_layer 2 ...
     python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen2-0.5B --window_size 512 --num_memory_tokens 4 ...
+    # a hybrid whose gated DeltaNet layers also carry their states from window to window
+    python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen3.5-0.8B --window_size 512 --insertion_layer 3 \
+        --carry_layer_states True --overlap 0 ...
     accelerate launch examples/run_clm_recurrent.py ...        # same arguments, any number of processes
 
 Local files instead of a Hub dataset: `--train_file/--validation_file/--test_file`, each a PG-19 folder of `<id>.txt`
@@ -74,7 +77,7 @@ from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("window_size", "overlap", "insertion_layer", "recurrence_hidden_size",
-                     "recurrence_num_hidden_layers", "use_recurrence", "num_memory_tokens")
+                     "recurrence_num_hidden_layers", "use_recurrence", "num_memory_tokens", "carry_layer_states")
 
 
 @dataclass
@@ -106,6 +109,9 @@ class ModelArguments:
     num_memory_tokens: int | None = field(
         default=None, metadata={"help": "Carry this many memory tokens instead of h_prev (RMT; not for GPT-2 models)."}
     )
+    carry_layer_states: bool | None = field(default=None, metadata={
+        "help": "A hybrid's (Qwen3.5, LFM2, Granite 4, ...) or Mamba-2's recurrent layers carry their states from window "
+                "to window (not in the paper; needs overlap 0)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):
@@ -245,8 +251,10 @@ def load_model(model_args: ModelArguments, tokenizer) -> GPT2WithRecurrence | Ca
     if not source:
         raise ValueError("Pass --model_name_or_path (fine-tune a model) or --config_name (train from scratch).")
     config = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code)
-    if config.model_type in ("gpt2", "gpt2_recurrent") and fields.pop("num_memory_tokens", 0):
-        raise ValueError("--num_memory_tokens needs a CausalLMWithRecurrence; GPT-2 models here carry h_prev only.")
+    if config.model_type in ("gpt2", "gpt2_recurrent"):
+        for flag in ("num_memory_tokens", "carry_layer_states"):
+            if fields.pop(flag, None):
+                raise ValueError(f"--{flag} needs a CausalLMWithRecurrence; GPT-2 models here carry h_prev only.")
     if model_args.model_name_or_path:
         if config.model_type == "gpt2":
             return GPT2WithRecurrence.from_pretrained_gpt2(model_args.model_name_or_path, **fields)

@@ -2,7 +2,8 @@
 against the unmodified transformers model: window 1 and, without recurrence, every window equal it (so what a family
 does after its head, as Gemma's logit soft-capping, is kept); h_prev's position in a rotary family is the unmodified
 model's input one position before the window; GPT-2's case equals GPT2WithRecurrence; h_prev goes only into a
-softmax-attention layer, while memory tokens also suit Mamba."""
+softmax-attention layer, while memory tokens also suit Mamba; a hybrid's recurrent layers that carry their states
+across windows equal one pass of the unmodified model with its attention confined to the windows."""
 
 import inspect
 
@@ -32,6 +33,9 @@ from transformers import (
     Llama4TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
+    BambaConfig,
+    Lfm2Config,
+    Mamba2Config,
     MambaConfig,
     MiniMaxConfig,
     MistralConfig,
@@ -44,11 +48,17 @@ from transformers import (
     Qwen3_5TextConfig,
     Qwen3Config,
     Qwen3MoeConfig,
+    Qwen3NextConfig,
     SmolLM3Config,
 )
 
 from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig, flops_per_token
 from lengthgen.modeling.recurrence.flops import non_embedding_parameters
+from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import (
+    CARRIES_LAYER_STATES,
+    decoder_layers,
+    softmax_attention_layers,
+)
 
 VOCAB = 50
 SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
@@ -177,12 +187,28 @@ FAMILIES = {
 # no softmax attention at all, so no h_prev: memory tokens and plain windows only
 WITHOUT_ATTENTION = {"mamba": lambda layers: MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers,
                                                           state_size=8, pad_token_id=0)}
+# the families whose recurrent layers carry their states across windows (`carry_layer_states`): the hybrids above
+# that can, their siblings Qwen3-Next, LFM2 and Bamba, and Mamba-2 (no attention at all)
+CARRYING = {
+    **{family: make for family, make in FAMILIES.items() if family in CARRIES_LAYER_STATES},
+    "qwen3_next": lambda layers: Qwen3NextConfig(**SMALL, num_hidden_layers=layers, head_dim=8, linear_num_key_heads=2,
+                                                 linear_num_value_heads=4, linear_key_head_dim=8,
+                                                 linear_value_head_dim=8, num_experts=2, num_experts_per_tok=1,
+                                                 moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                                                 layer_types=alternating(layers, "linear_attention")),
+    "lfm2": lambda layers: Lfm2Config(**SMALL, num_hidden_layers=layers, layer_types=alternating(layers, "conv")),
+    "bamba": lambda layers: BambaConfig(**SMALL, num_hidden_layers=layers, mamba_n_heads=4, mamba_d_head=16,
+                                        mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=8,
+                                        attn_layer_indices=[1]),
+    "mamba2": lambda layers: Mamba2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=layers, num_heads=4,
+                                          head_dim=16, state_size=8, n_groups=1, chunk_size=8, pad_token_id=0),
+}
 
 
 def models(family, window=8, overlap=3, layers=3, insertion_layer=1, **fields):
     """The wrapper and the unmodified causal LM it wraps (the same module, so the same weights)."""
     torch.manual_seed(0)
-    decoder = AutoModelForCausalLM.from_config({**FAMILIES, **WITHOUT_ATTENTION}[family](layers)).eval()
+    decoder = AutoModelForCausalLM.from_config({**FAMILIES, **WITHOUT_ATTENTION, **CARRYING}[family](layers)).eval()
     model = CausalLMWithRecurrence.wrap(decoder, window_size=window, overlap=overlap, insertion_layer=insertion_layer,
                                         recurrence_hidden_size=16, **fields).eval()
     return model, decoder
@@ -382,9 +408,11 @@ def test_memory_tokens_are_read_before_and_written_after_each_window(family):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("fields", [{}, {"num_memory_tokens": 2}, {"use_recurrence": False}])
-def test_save_and_load_through_the_auto_class(tmp_path, fields):
-    model, _ = models("qwen2", **fields)
+@pytest.mark.parametrize("family, fields", [("qwen2", {}), ("qwen2", {"num_memory_tokens": 2}),
+                                            ("qwen2", {"use_recurrence": False}),
+                                            ("qwen3_5_text", {"overlap": 0, "carry_layer_states": True})])
+def test_save_and_load_through_the_auto_class(tmp_path, family, fields):
+    model, _ = models(family, **fields)
     x = tokens()
     model.save_pretrained(tmp_path)
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
@@ -506,3 +534,108 @@ def test_a_key_value_cache_is_refused():
     model, _ = models("llama")
     with pytest.raises(ValueError, match="keeps its state in recurrent_state and cannot use a DynamicCache"):
         model(tokens(), past_key_values=DynamicCache())
+
+
+def one_pass_with_attention_in_windows(decoder, x, window):
+    """The unmodified model over the whole of `x` in one pass, its softmax-attention layers confined to disjoint
+    windows (a block-diagonal causal mask, positions restarting at 0 in each window), its other layers reading
+    everything: what `carry_layer_states` should compute without h_prev."""
+    length = x.shape[1]
+    block = torch.arange(length) // window
+    allowed = (block[:, None] == block[None, :]) & torch.ones(length, length, dtype=torch.bool).tril()
+    mask = allowed if decoder.config._attn_implementation == "sdpa" else \
+        torch.zeros(length, length).masked_fill(~allowed, torch.finfo(torch.float32).min)
+
+    def confine(layer, args, kwargs):
+        return args, {**kwargs, "attention_mask": mask[None, None]}
+
+    layers = decoder_layers(decoder)
+    hooks = [layers[index].register_forward_pre_hook(confine, with_kwargs=True)
+             for index in softmax_attention_layers(decoder)]
+    try:
+        return decoder(x, position_ids=(torch.arange(length) % window)[None]).logits
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+@pytest.mark.parametrize("family", CARRYING)
+def test_carried_layer_states_read_the_document_as_one_pass(family):
+    """Without h_prev, the wrapper with `carry_layer_states` equals one pass of the unmodified model whose attention
+    layers see only their window; without carrying, it does not (each window's recurrent layers start from zero)."""
+    x = tokens(24)
+    model, decoder = models(family, overlap=0, use_recurrence=False, carry_layer_states=True)
+    afresh, _ = models(family, overlap=0, use_recurrence=False)
+    with torch.no_grad():
+        reference = one_pass_with_attention_in_windows(decoder, x, 8)
+        torch.testing.assert_close(model(x).logits, reference, rtol=0, atol=2e-6)
+        assert (afresh(x).logits - reference).abs().max() > 1e-5
+        if not softmax_attention_layers(decoder):  # Mamba-2: windows with carried states are the whole document
+            torch.testing.assert_close(model(x).logits, decoder(x).logits, rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("family", ["qwen3_5_text", "falcon_h1", "lfm2_moe"])
+def test_carried_layer_states_stream_generate_and_train_as_one_call(family):
+    """With h_prev and carried states: chunked calls and `generate` equal one call; gradients with window
+    checkpointing equal those without, and reach the first window's tokens through the carried states alone."""
+    model, _ = models(family, overlap=0, carry_layer_states=True)
+    x = tokens(30)
+    with torch.no_grad():
+        whole = model(x).logits
+        state, logits, at = None, [], 0
+        for size in (7, 1, 12, 10):
+            out = model(x[:, at:at + size], recurrent_state=state)
+            state, at = out.recurrent_state, at + size
+            logits.append(out.logits)
+    torch.testing.assert_close(torch.cat(logits, dim=1), whole, rtol=0, atol=1e-5)
+    generated = model.generate(x[:, :6], max_new_tokens=14, do_sample=False, pad_token_id=0)
+    expected = x[:, :6]
+    with torch.no_grad():
+        for _ in range(14):
+            expected = torch.cat([expected, model(expected).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(generated, expected)
+
+    model.train()
+    grads = []
+    for checkpointing in (False, True):
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        model.zero_grad()
+        model(x, labels=x).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[1].items():
+        torch.testing.assert_close(grad, grads[0][name], rtol=1e-5, atol=1e-6)
+
+    three_windows = x[:, :24]
+    third_only = three_windows.masked_fill(torch.arange(24) < 17, -100)  # labels predicted in window 3 only
+    for carry in (True, False):
+        plain, _ = models(family, overlap=0, use_recurrence=False, carry_layer_states=carry)
+        embeds = plain.get_input_embeddings()(three_windows).detach().requires_grad_()
+        hook = plain.get_input_embeddings().register_forward_hook(lambda module, args, output: embeds)
+        plain(three_windows, labels=third_only).loss.backward()
+        hook.remove()
+        # only the carried states connect the third window's loss to the first window's tokens
+        assert (embeds.grad[:, :8].abs().max() > 0) == carry and embeds.grad[:, 16:].abs().max() > 0
+
+
+@pytest.mark.parametrize("family, fields, message", [
+    ("mamba", {}, "cannot carry a 'mamba' model's layer states: its Mamba-1 scan restarts from zero"),
+    ("jamba", {}, "cannot carry a 'jamba' model's layer states: its Mamba-1 scan restarts"),
+    ("minimax", {}, "cannot carry a 'minimax' model's layer states: its lightning attention keeps its state in a "
+                    "cache of its own"),
+    ("llama", {}, "cannot carry a 'llama' model's layer states: it has no recurrent layers"),
+    ("qwen3_5_text", {"overlap": 2}, "carry_layer_states needs overlap=0 and no memory tokens"),
+    ("qwen3_5_text", {"num_memory_tokens": 2}, "carry_layer_states needs overlap=0 and no memory tokens"),
+])
+def test_carrying_layer_states_is_refused_where_it_would_be_wrong(family, fields, message):
+    decoder = AutoModelForCausalLM.from_config({**FAMILIES, **WITHOUT_ATTENTION}[family](2))
+    with pytest.raises(ValueError, match=message):
+        CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=family != "mamba",
+                                    carry_layer_states=True, **fields)
+
+
+def test_an_overlap_at_call_time_is_refused_when_carrying_layer_states():
+    model, _ = models("qwen3_5_text", overlap=0, carry_layer_states=True)
+    with pytest.raises(ValueError, match=r"carry_layer_states reads windows without overlap \(.*\), got overlap=3$"):
+        model(tokens(), overlap=3)

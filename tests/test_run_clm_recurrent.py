@@ -18,6 +18,8 @@ from transformers import (
     GPT2LMHeadModel,
     LlamaConfig,
     LlamaForCausalLM,
+    Qwen3_5ForCausalLM,
+    Qwen3_5TextConfig,
 )
 
 from lengthgen.data.long_documents import (
@@ -264,8 +266,42 @@ def test_run_clm_recurrent_wraps_any_causal_lm_checkpoint(tmp_path, monkeypatch,
     assert metrics["eval_overlap0_flops_per_token"] == pytest.approx(per_position * (8 + 2 * memory_tokens) / 8)
 
 
-def test_memory_tokens_on_a_gpt2_checkpoint_are_refused(tmp_path):
+def test_run_clm_recurrent_carries_a_hybrids_layer_states(tmp_path, monkeypatch):
+    """A Qwen3.5 checkpoint (gated DeltaNet, attention) with `--carry_layer_states`: trains, saves the field, and its
+    evaluation equals each whole document read in one call, which differs from reading it without carried states."""
+    monkeypatch.chdir(tmp_path)
+    articles = write_wikitext(tmp_path / "wikitext")
+    tokenizer = tiny_setup(tmp_path, list(articles.values()))
+    torch.manual_seed(0)
+    Qwen3_5ForCausalLM(Qwen3_5TextConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+        linear_value_head_dim=8, max_position_embeddings=32, layer_types=["linear_attention", "full_attention"],
+    )).save_pretrained(tmp_path / "qwen3_5")
+    raw = tmp_path / "wikitext"
+    metrics = run_clm_recurrent.main([
+        "--model_name_or_path", str(tmp_path / "qwen3_5"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+        "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
+        "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--overlap", "0",
+        "--insertion_layer", "1", "--carry_layer_states", "True", "--windows_per_example", "3",
+        "--output_dir", str(tmp_path / "out"), "--do_train", "--do_eval", "--max_steps", "3",
+        "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2", "--report_to", "none",
+        "--seed", "0",
+    ])
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert model.config.carry_layer_states and model.config.decoder_config["model_type"] == "qwen3_5_text"
+    validation = load_documents("wikitext103", data_files={"validation": str(raw / "wiki.valid.raw")})
+    docs = validation["validation"].map(tokenize_documents, batched=True, fn_kwargs={"tokenizer": tokenizer})
+    nll, count = map(sum, zip(*(whole_document_nll(model, ids) for ids in docs["input_ids"])))
+    assert metrics["eval_overlap0_loss"] == pytest.approx(nll / count, rel=1e-5)
+    model.config.carry_layer_states = False
+    afresh, _ = map(sum, zip(*(whole_document_nll(model, ids) for ids in docs["input_ids"])))
+    assert abs(afresh - nll) > 1e-5 * nll  # tiny and random: its DeltaNet layer moves the loss by 1e-4
+
+
+@pytest.mark.parametrize("flag", ["num_memory_tokens", "carry_layer_states"])
+def test_memory_tokens_or_carried_states_on_a_gpt2_checkpoint_are_refused(tmp_path, flag):
     GPT2LMHeadModel(GPT2Config(n_positions=16, n_embd=32, n_layer=2, n_head=2)).save_pretrained(tmp_path / "gpt2")
-    arguments = run_clm_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "gpt2"), num_memory_tokens=2)
-    with pytest.raises(ValueError, match="--num_memory_tokens needs a CausalLMWithRecurrence"):
+    arguments = run_clm_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "gpt2"), **{flag: 2})
+    with pytest.raises(ValueError, match=f"--{flag} needs a CausalLMWithRecurrence"):
         run_clm_recurrent.load_model(arguments, tokenizer=None)

@@ -31,6 +31,13 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
             Memory Transformer, Bulatov et al. 2022): m learned embeddings are read before each window's tokens and
             written after them; the last hidden states at the written positions are the next window's read memory.
             Needs `use_recurrence`.
+        carry_layer_states (`bool`, defaults to False): in a hybrid (Qwen3.5, Qwen3-Next, LFM2, Granite 4, Bamba,
+            Falcon-H1, Nemotron-H, Kimi Linear) or a Mamba-2 model, its recurrent layers (gated DeltaNet, Mamba-2,
+            short convolutions, delta attention) carry their state from the end of one window to the start of the
+            next, so they read the whole document as in one pass, while its softmax-attention layers read each window
+            afresh; with h_prev, without (`use_recurrence=False`), not with memory tokens. Not in the paper, whose
+            GPT-2 has no such layers (there every layer reads each window afresh, the default here). Needs
+            `overlap=0`: only then is the state after one window the state before the next.
     """
 
     model_type = "causal_lm_recurrent"
@@ -46,6 +53,7 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
         recurrence_pooling="layer_weighted",
         use_recurrence=True,
         num_memory_tokens=0,
+        carry_layer_states=False,
         **kwargs,
     ):
         for derived in ("hidden_size", "num_hidden_layers", "vocab_size"):  # read from decoder_config below
@@ -66,6 +74,10 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
         if num_memory_tokens < 0 or (num_memory_tokens and not use_recurrence):
             raise ValueError(f"num_memory_tokens must be >= 0, and 0 without use_recurrence, got {num_memory_tokens}")
         check_window_positions(decoder_config, window_size, num_memory_tokens)
+        if carry_layer_states and (overlap or num_memory_tokens):
+            raise ValueError(f"carry_layer_states needs overlap=0 and no memory tokens (a layer's state after one "
+                             f"window is the state before the next only then), got overlap={overlap}, "
+                             f"num_memory_tokens={num_memory_tokens}")
         self.window_size = window_size
         self.overlap = overlap
         self.insertion_layer = insertion_layer
@@ -74,6 +86,7 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
         self.recurrence_pooling = recurrence_pooling
         self.use_recurrence = use_recurrence
         self.num_memory_tokens = num_memory_tokens
+        self.carry_layer_states = carry_layer_states
 
     def decoder_config_object(self) -> PreTrainedConfig:
         """`decoder_config` as the family's own config object."""

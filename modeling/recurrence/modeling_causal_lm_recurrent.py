@@ -24,6 +24,13 @@ memory and the write positions read the whole window; the last hidden states at 
 i + 1's read memory, window 1 reads the learned embeddings. The memory tokens take ordinary positions (0..m-1 and
 after the window), as in the RMT's decoder code.
 
+Carried layer states (`carry_layer_states`, not in the paper): in a hybrid or a Mamba-2 model the recurrent layers
+(gated DeltaNet, Mamba-2, short convolutions) can go on from where the previous window left them, as they would in
+one pass over the document, while the softmax-attention layers still read each window afresh. Each window gets a
+fresh transformers cache whose recurrent layers start from the previous window's final states (the attention layers'
+keys and values are dropped with it, so memory stays one window's); the states are assigned rather than copied into
+the cache in place, so gradients flow through them from window to window.
+
 Streaming, generation, padding and gradient checkpointing are `RecurrentCausalLMMixin`'s (shared with GPT-2): a call
 carries `recurrent_state` to the next, `generate` continues across windows (each step recomputes the unfinished
 window: the extra key at one layer would give the layers' key-value caches different lengths, so no cache is kept),
@@ -33,10 +40,12 @@ This file imports only torch, transformers and its own folder, so checkpoints lo
 """
 
 import inspect
+from types import MethodType
 
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PreTrainedModel
+from torch.nn import functional as F
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 
 from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, check_window_positions
@@ -47,6 +56,14 @@ ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 SOFTMAX_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention", "hybrid", "attention")
 # layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
 LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"))
+# families whose recurrent layers go on from a cached state over a many-token input (each tested against one pass over
+# the document with attention limited to the windows), and why some others cannot
+CARRIES_LAYER_STATES = ("qwen3_5_text", "qwen3_next", "lfm2", "lfm2_moe", "granitemoehybrid", "bamba", "falcon_h1",
+                        "nemotron_h", "kimi_linear", "mamba2")
+CANNOT_CARRY = {"mamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
+                "falcon_mamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
+                "jamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
+                "minimax": "its lightning attention keeps its state in a cache of its own"}
 
 
 def decoder_stack(model: PreTrainedModel) -> nn.Module:
@@ -101,6 +118,70 @@ def check_insertion_layer(model: PreTrainedModel, insertion_layer: int):
                          f"h_prev enters a softmax self-attention layer: one of {', '.join(map(str, usable))}")
 
 
+def check_carries_layer_states(model: PreTrainedModel):
+    """A ValueError naming the problem unless `model`'s recurrent layers can carry their states across windows."""
+    model_type = model.config.model_type
+    try:
+        from transformers.cache_utils import LinearAttentionCacheLayerMixin  # noqa: F401
+    except ImportError:
+        raise ValueError("carry_layer_states needs a transformers whose cache keeps linear-attention layers' states "
+                         "(5.24 does)") from None
+    if model_type not in CARRIES_LAYER_STATES:
+        reason = CANNOT_CARRY.get(model_type, "it has no recurrent layers (its attention reads each window afresh)")
+        raise ValueError(f"carry_layer_states cannot carry a {model_type!r} model's layer states: {reason}; the "
+                         f"families it can: {', '.join(CARRIES_LAYER_STATES)}")
+
+
+def _assign_conv_state(layer, conv_states, state_idx=0, conv_kernel_size=None, **kwargs):
+    """A cache layer's `update_conv_state` that assigns the new state instead of copying it in place: returns the
+    previous state's last `kernel` columns (zeros at the start) followed by the new input, and keeps that sequence's
+    last `kernel` columns."""
+    kernel = conv_kernel_size or layer.conv_kernel_size[state_idx] or conv_states.shape[-1]
+    previous = layer.conv_states[state_idx] if layer.has_previous_state[state_idx] else None
+    full = conv_states if previous is None else torch.cat([previous.to(conv_states.dtype), conv_states], dim=-1)
+    if full.shape[-1] < kernel:
+        full = F.pad(full, (kernel - full.shape[-1], 0))
+    layer.conv_kernel_size[state_idx] = kernel
+    layer.conv_states[state_idx] = full[..., -kernel:]
+    layer.is_conv_states_initialized[state_idx] = layer.has_previous_state[state_idx] = True
+    return full
+
+
+def _assign_recurrent_state(layer, recurrent_states, state_idx=0, **kwargs):
+    layer.recurrent_states[state_idx] = recurrent_states
+    layer.is_recurrent_states_initialized[state_idx] = layer.has_previous_state[state_idx] = True
+    return recurrent_states
+
+
+def carrying_cache(config, layer_states: dict | None) -> DynamicCache:
+    """A fresh cache for one window whose recurrent layers start from `layer_states` (from zero if None). transformers'
+    cache layers copy each new state into their tensors in place, which autograd cannot go back through once the next
+    window has read them; here the states are assigned."""
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin
+
+    cache = DynamicCache(config=config)
+    for index, layer in enumerate(cache.layers):
+        if not isinstance(layer, LinearAttentionCacheLayerMixin):
+            continue
+        layer.update_conv_state = MethodType(_assign_conv_state, layer)
+        layer.update_recurrent_state = MethodType(_assign_recurrent_state, layer)
+        for state_idx, (conv, recurrent) in enumerate((layer_states or {}).get(index, ())):
+            if conv is not None:
+                _assign_conv_state(layer, conv[..., :0], state_idx, conv_kernel_size=conv.shape[-1])
+                layer.conv_states[state_idx] = conv
+            if recurrent is not None:
+                _assign_recurrent_state(layer, recurrent, state_idx)
+    return cache
+
+
+def cached_layer_states(cache: DynamicCache) -> dict:
+    """The recurrent layers' states a window left in `cache`: {layer index: ((conv, recurrent), ...)}."""
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin
+
+    return {index: tuple((layer.conv_states[i], layer.recurrent_states[i]) for i in range(layer.number_of_states))
+            for index, layer in enumerate(cache.layers) if isinstance(layer, LinearAttentionCacheLayerMixin)}
+
+
 def prepend(extra, embeddings):
     """h_prev's rotary position embeddings (batch 1, one position) before the window's: (cos, sin) as most families
     give them, or Llama 4's one complex tensor."""
@@ -129,6 +210,8 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                              "window given as embeddings does not carry")
         if config.use_recurrence and not config.num_memory_tokens:
             check_insertion_layer(self.decoder, config.insertion_layer)
+        if config.carry_layer_states:
+            check_carries_layer_states(self.decoder)
         implementation = self.decoder.config._attn_implementation
         if implementation not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
@@ -225,15 +308,17 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         if module is self and self.memory is not None:
             init.normal_(self.memory, std=getattr(self.decoder.config, "initializer_range", 0.02))
 
-    def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
+    def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool,
+                   layer_states: dict | None = None):
         """The wrapped model on one window's token embeddings (at most T tokens, positions 0..t-1) with h_prev at
-        layer l_ins (or the read memory before the tokens). Returns the final hidden states `(batch, t, hidden)` and, if
-        `summarize`, what the next window receives: h_prev pooled over the window's first `stride` tokens, or the
-        written memory."""
+        layer l_ins (or the read memory before the tokens), its recurrent layers starting from `layer_states` with
+        `carry_layer_states`. Returns the final hidden states `(batch, t, hidden)` and, if `summarize`, what the next
+        window receives: h_prev pooled over the window's first `stride` tokens (or the written memory), and the
+        recurrent layers' states at the window's end (with `carry_layer_states`, else None)."""
         if self.memory is not None:
-            return self._run_window_with_memory(window_embeds, h_prev, summarize)
+            return *self._run_window_with_memory(window_embeds, h_prev, summarize), None
         t = window_embeds.shape[1]
-        layer_states, hooks = [], []
+        outputs, hooks = [], []
         insert = h_prev is not None
 
         def before(layer, args, kwargs):  # layer l_ins: h_prev first, its mask column and its rotation at -1
@@ -261,7 +346,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                 if insert and index == self.config.insertion_layer:  # h_prev's own output is dropped
                     hidden = hidden[:, 1:]
                     output = (hidden, *output[1:]) if isinstance(output, tuple) else hidden
-                layer_states.append(hidden)
+                outputs.append(hidden)
                 return output
             return hook
 
@@ -272,15 +357,21 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             for index, layer in enumerate(layers):
                 hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
             positions = torch.arange(t, device=window_embeds.device)[None]
-            hidden = decoder_stack(self.decoder)(inputs_embeds=window_embeds, position_ids=positions,
-                                                 use_cache=False).last_hidden_state
+            stack, cache, caching = decoder_stack(self.decoder), None, {"use_cache": False}
+            if self.config.carry_layer_states:  # transformers renamed past_key_values to cache in 5.24
+                cache = carrying_cache(self.decoder.config, layer_states)
+                name = "cache" if "cache" in inspect.signature(stack.forward).parameters else "past_key_values"
+                caching = {"use_cache": True, name: cache}
+            hidden = stack(inputs_embeds=window_embeds, position_ids=positions, **caching).last_hidden_state
         finally:
             for hook in hooks:
                 hook.remove()
-        next_h_prev = None
+        next_h_prev = next_layer_states = None
         if summarize and self.recurrence is not None:
-            next_h_prev = self.recurrence([state[:, :stride] for state in layer_states])
-        return hidden, next_h_prev
+            next_h_prev = self.recurrence([state[:, :stride] for state in outputs])
+        if summarize and cache is not None:
+            next_layer_states = cached_layer_states(cache)
+        return hidden, next_h_prev, next_layer_states
 
     def _run_window_with_memory(self, tokens: torch.Tensor, read: torch.Tensor | None, summarize: bool):
         """[read memory, tokens, write memory] through the unmodified model (the write positions only if the window
@@ -302,6 +393,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             if kwargs.get(name) is not None:
                 raise ValueError(f"CausalLMWithRecurrence keeps its state in recurrent_state and cannot use a "
                                  f"{type(kwargs[name]).__name__} ({name}): pass use_cache=False")
+        if self.config.carry_layer_states and overlap:
+            raise ValueError(f"carry_layer_states reads windows without overlap (a layer's state after one window is "
+                             f"the state before the next only then), got overlap={overlap}")
         return super().forward(input_ids, attention_mask, labels, recurrent_state, overlap, return_dict)
 
     forward.__doc__ = RecurrentCausalLMMixin.forward.__doc__

@@ -60,11 +60,12 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
-    def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool):
+    def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool,
+                   layer_states: None = None):
         """GPT-2 on one window (at most T tokens, positions 0..t-1), with h_prev as an extra key and value at layer
-        l_ins. Returns the final hidden states `(batch, t, n_embd)` and, if `summarize`, the next window's h_prev from
+        l_ins. Returns the final hidden states `(batch, t, n_embd)`, if `summarize` the next window's h_prev from
         every block's output (Eq. 1's h^(l)) over the window's first `stride` tokens (those the next window does not
-        repeat)."""
+        repeat), and None: GPT-2 has no recurrent layers whose states would carry (`layer_states`)."""
         t = window_embeds.shape[1]
         positions = torch.arange(t, device=window_embeds.device)
         hidden = self.transformer.drop(window_embeds + self.transformer.wpe(positions))
@@ -79,7 +80,7 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
                 hidden = hidden[:, 1:]
             layer_states.append(hidden)
         next_h_prev = self.recurrence([state[:, :stride] for state in layer_states]) if summarize else None
-        return self.transformer.ln_f(hidden), next_h_prev
+        return self.transformer.ln_f(hidden), next_h_prev, None
 
 
 __all__ = ["GPT2WithRecurrence"]

@@ -111,10 +111,13 @@ class RecurrentState(ModelOutput):
         with memory tokens), None for window 0 of an h_prev model or without recurrence.
     window_tokens: `(batch, t)` the tokens that window already holds (t < window_size), overlap included.
     last_logits: `(batch, vocab)` logits at the last token so far: they predict the next call's first token.
+    layer_states: with `carry_layer_states`, the recurrent layers' states at the start of that window, by layer index
+        (a tuple of (convolution state, recurrent state) pairs, one per state the layer keeps); None otherwise.
     """
 
     window_index: int = 0
     h_prev: torch.Tensor | None = None
+    layer_states: dict | None = None
     window_tokens: torch.Tensor | None = None
     last_logits: torch.Tensor | None = None
 
@@ -147,8 +150,9 @@ def summed_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 class RecurrentCausalLMMixin(WindowRecurrenceMixin):
     """A causal LM that reads any number of tokens in windows (§3.1): the loss accounting over windows, the state that
     carries a document from one call to the next, and `generate` across windows. The model provides
-    `run_window(window_embeds, h_prev, stride, summarize) -> (final hidden states, next h_prev or None)` (from the
-    window's token embeddings) and `get_output_embeddings()`. Put it before the `PreTrainedModel` base."""
+    `run_window(window_embeds, h_prev, stride, summarize, layer_states) -> (final hidden states, next h_prev or None,
+    next layer_states or None)` (from the window's token embeddings) and `get_output_embeddings()`. Put it before the
+    `PreTrainedModel` base."""
 
     def _check_inputs(self, input_ids: torch.Tensor, recurrent_state: "RecurrentState | None"):
         check_input_ids(input_ids, "batch_size, sequence_length", self.config.vocab_size)
@@ -179,23 +183,23 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         overrides this)."""
         return self.get_output_embeddings()(hidden)
 
-    def window_step(self, window_ids, window_embeds, h_prev, owned_from: int, targets, summarize: bool, stride: int,
-                    all_logits: bool = True, head: bool = True):
+    def window_step(self, window_ids, window_embeds, h_prev, layer_states, owned_from: int, targets, summarize: bool,
+                    stride: int, all_logits: bool = True, head: bool = True):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
         `all_logits`), the summed loss of `targets` (the labels those logits predict, possibly fewer), and h_prev for
-        the next window, pooled over the window's first `stride` tokens (those the next window does not repeat).
-        `window_embeds`: the window's token embeddings if already looked up, else None. Without `head`, the final
+        the next window, pooled over the window's first `stride` tokens (those the next window does not repeat), and
+        the recurrent layers' states for it (`carry_layer_states`). `window_embeds`: the window's token embeddings if already looked up, else None. Without `head`, the final
         hidden states of the tokens it owns instead of logits, and no loss."""
         if window_embeds is None:
             window_embeds = self.get_input_embeddings()(window_ids)
-        hidden, next_h_prev = self.run_window(window_embeds, h_prev, stride, summarize)
+        hidden, next_h_prev, next_layer_states = self.run_window(window_embeds, h_prev, stride, summarize, layer_states)
         if not head:
-            return hidden[:, owned_from:], None, next_h_prev
+            return hidden[:, owned_from:], None, next_h_prev, next_layer_states
         logits = self.lm_logits(hidden[:, owned_from:])
         loss_sum = None
         if targets is not None:
             loss_sum = summed_loss(logits, targets)
-        return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev
+        return (logits if all_logits else logits[:, -1:].clone()), loss_sum, next_h_prev, next_layer_states
 
     def forward(
         self,
@@ -245,7 +249,8 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         held = state.window_tokens if state.window_tokens is not None else input_ids[:, :0]
         tokens = torch.cat([held, input_ids], dim=1)  # from the start of the current window on
         new_from = held.shape[1]  # positions before this were output by an earlier call
-        window_index, h_prev = state.window_index, state.h_prev
+        window_index, h_prev, layer_states = state.window_index, state.h_prev, state.layer_states
+        carries = self.config.use_recurrence or getattr(self.config, "carry_layer_states", False)
         checkpointing = self.gradient_checkpointing and self.training
         # training on labels needs the loss only: each window's logits are freed once its loss is taken
         keep_logits = not checkpointing and not (self.training and labels is not None)
@@ -273,16 +278,17 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         while True:
             end = min(start + window, tokens.shape[1])
             owned_from = max(overlap if window_index > 0 else 0, new_from - start)  # window-local
-            summarize = end - start == window and self.config.use_recurrence
+            summarize = end - start == window and carries
             targets = shifted[:, start + owned_from:end] if labels is not None else None
             if owned_from < end - start or summarize:
                 window_embeds = embedded[:, start:end] if once_per_call else None
-                step = (tokens[:, start:end], window_embeds, h_prev, owned_from, targets, summarize, stride,
-                        keep_logits, not once_per_call)
+                step = (tokens[:, start:end], window_embeds, h_prev, layer_states, owned_from, targets, summarize,
+                        stride, keep_logits, not once_per_call)
                 if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
-                    logits, window_loss, next_h_prev = self._gradient_checkpointing_func(self.window_step, *step)
+                    logits, window_loss, next_h_prev, next_layer_states = self._gradient_checkpointing_func(
+                        self.window_step, *step)
                 else:
-                    logits, window_loss, next_h_prev = self.window_step(*step)
+                    logits, window_loss, next_h_prev, next_layer_states = self.window_step(*step)
                 if owned_from < end - start:
                     pieces.append(logits)  # the final hidden states when once_per_call
                     target_pieces.append(targets)
@@ -290,8 +296,10 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
                         loss_sum = loss_sum + window_loss
             if end - start < window:  # an unfinished window: the next call extends it
                 break
-            # a full window: its summary h_prev stands for everything before the next window's first new token
+            # a full window: its summary h_prev (and the recurrent layers' states at its end) stands for everything
+            # before the next window's first new token
             h_prev = next_h_prev if self.config.use_recurrence else None
+            layer_states = next_layer_states
             window_index += 1
             start += stride
             if start + overlap >= tokens.shape[1]:  # the next window has no new token yet
@@ -304,7 +312,8 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         if not keep_logits:
             logits = logits[:, -1:]
         next_state = RecurrentState(
-            window_index=window_index, h_prev=h_prev, window_tokens=tokens[:, start:], last_logits=logits[:, -1]
+            window_index=window_index, h_prev=h_prev, window_tokens=tokens[:, start:], last_logits=logits[:, -1],
+            layer_states=layer_states,
         )
         loss = loss_sum / max(count, 1) if labels is not None else None
         output = RecurrentCausalLMOutput(loss=loss, num_predicted_tokens=count, logits=logits,
