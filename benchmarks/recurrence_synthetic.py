@@ -22,7 +22,10 @@ gradient path; the counting filler keeps the benchmark within minutes.)
 
 With `--family qwen3_5` the model's odd layers are softmax attention and its even ones gated DeltaNet (linear
 attention, which reads each window afresh as the attention does); h_prev enters the last attention layer at or
-below the paper's l_ins = 2.
+below the paper's l_ins = 2. `--carry-layer-states` adds two fine-tuned copies whose DeltaNet layers carry their
+states from window to window (`carry_layer_states`, not in the paper): without h_prev and with it.
+
+    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry-layer-states --json docs/recurrence_synthetic_qwen3_5_carried_cpu.json
 """
 
 import argparse
@@ -56,6 +59,15 @@ FAMILIES = {
 }
 
 
+# the fine-tuned copies: name -> run_clm_recurrent.py flags (the carried ones with --carry-layer-states)
+VARIANTS = {
+    "disjoint": ["--use_recurrence", "False"],
+    "recurrent": ["--use_recurrence", "True"],
+    "carried": ["--use_recurrence", "False", "--carry_layer_states", "True"],
+    "recurrent_carried": ["--use_recurrence", "True", "--carry_layer_states", "True"],
+}
+
+
 def insertion_layer(config) -> int:
     """The paper's l_ins = 2 (or the last layer of a shallower model), in a hybrid the last softmax-attention layer
     at or below it."""
@@ -77,6 +89,8 @@ def parse_args(argv=None):
     parser.add_argument("--train-documents", type=int, default=2000)
     parser.add_argument("--eval-documents", type=int, default=200)
     parser.add_argument("--family", choices=sorted(FAMILIES), default="gpt2", help="the model (default: gpt2)")
+    parser.add_argument("--carry-layer-states", action="store_true",
+                        help="also fine-tune copies whose recurrent layers carry their states (a hybrid family)")
     parser.add_argument("--n-layer", type=int, default=4)
     parser.add_argument("--n-embd", type=int, default=64)
     parser.add_argument("--pretrain-steps", type=int, default=400)
@@ -86,7 +100,10 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", help="keep the models and corpus here (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.carry_layer_states and args.family == "gpt2":
+        parser.error("--carry-layer-states needs a hybrid family (--family qwen3_5): GPT-2 has no recurrent layers")
+    return args
 
 
 def secret_document(rng: random.Random, args) -> str:
@@ -145,6 +162,7 @@ def secret_token_loss(model, tokenizer, documents: list[str], first_window: bool
 
 def main(argv=None):
     args = parse_args(argv)
+    names = list(VARIANTS) if args.carry_layer_states else ["disjoint", "recurrent"]
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(args.output_dir or scratch)
         corpus = write_corpus(root / "corpus", args)
@@ -160,9 +178,9 @@ def main(argv=None):
             "--output_dir", str(root / "pretrained"), *common_arguments(args, root, args.pretrain_steps),
         ], str(root / "runs.log"))
         results = {"settings": {k: v for k, v in vars(args).items() if k not in ("json", "output_dir")}, "chance_secret_loss": math.log(args.num_secrets)}
-        for name, recurrence in (("disjoint", False), ("recurrent", True)):
+        for name in names:
             metrics = run_script(RUN_CLM_RECURRENT, [
-                "--model_name_or_path", str(root / "pretrained"), "--use_recurrence", str(recurrence),
+                "--model_name_or_path", str(root / "pretrained"), *VARIANTS[name],
                 "--output_dir", str(root / name), *common_arguments(args, root, args.finetune_steps),
             ], str(root / "runs.log"))
             model = AutoModelForCausalLM.from_pretrained(root / name).eval()
@@ -181,7 +199,7 @@ def main(argv=None):
           f"{results['chance_secret_loss']:.3f} nats")
     print("| model | perplexity per token | secret loss, first window | secret loss, later windows |\n"
           "| --- | --- | --- | --- |")
-    for name in ("disjoint", "recurrent"):
+    for name in names:
         r = results[name]
         print(f"| {name} | {r['perplexity_per_token']:.3f} | {r['secret_loss_first_window']:.3f} | "
               f"{r['secret_loss_later_windows']:.3f} |")

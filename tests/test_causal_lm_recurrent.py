@@ -563,6 +563,11 @@ def one_pass_with_attention_in_windows(decoder, x, window):
 def test_carried_layer_states_read_the_document_as_one_pass(family):
     """Without h_prev, the wrapper with `carry_layer_states` equals one pass of the unmodified model whose attention
     layers see only their window; without carrying, it does not (each window's recurrent layers start from zero)."""
+    import transformers
+
+    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
+    if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < needed:
+        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
     x = tokens(24)
     model, decoder = models(family, overlap=0, use_recurrence=False, carry_layer_states=True)
     afresh, _ = models(family, overlap=0, use_recurrence=False)
@@ -639,3 +644,17 @@ def test_an_overlap_at_call_time_is_refused_when_carrying_layer_states():
     model, _ = models("qwen3_5_text", overlap=0, carry_layer_states=True)
     with pytest.raises(ValueError, match=r"carry_layer_states reads windows without overlap \(.*\), got overlap=3$"):
         model(tokens(), overlap=3)
+
+
+def test_carrying_a_mamba2_models_states_needs_the_transformers_that_continues_its_scan(monkeypatch):
+    """Under transformers 5.17 Mamba-2's many-token scan restarted from zero whatever the cache held (measured: the
+    logits then differ from one pass by 2.1); the wrapper names the version instead of computing that."""
+    import transformers
+
+    decoder = AutoModelForCausalLM.from_config(CARRYING["mamba2"](2))
+    monkeypatch.setattr(transformers, "__version__", "5.17.0")
+    with pytest.raises(ValueError, match=r"needs transformers >= 5.24 for a 'mamba2' model .*found 5.17.0$"):
+        CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=False,
+                                    carry_layer_states=True)
+    monkeypatch.setattr(transformers, "__version__", "5.24.0")
+    CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=False, carry_layer_states=True)

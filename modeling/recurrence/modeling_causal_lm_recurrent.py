@@ -43,6 +43,7 @@ import inspect
 from types import MethodType
 
 import torch
+import transformers
 from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationMixin, PreTrainedModel
@@ -56,10 +57,12 @@ ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 SOFTMAX_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention", "hybrid", "attention")
 # layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
 LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"))
-# families whose recurrent layers go on from a cached state over a many-token input (each tested against one pass over
-# the document with attention limited to the windows), and why some others cannot
-CARRIES_LAYER_STATES = ("qwen3_5_text", "qwen3_next", "lfm2", "lfm2_moe", "granitemoehybrid", "bamba", "falcon_h1",
-                        "nemotron_h", "kimi_linear", "mamba2")
+# families whose recurrent layers go on from a cached state over a many-token input, from the transformers version on
+# where that was tested (one pass over the document with attention limited to the windows; under 5.17 Mamba-2's
+# many-token scan still started from zero), and why some others cannot
+CARRIES_LAYER_STATES = {"qwen3_5_text": (5, 17), "qwen3_next": (5, 17), "lfm2": (5, 17), "lfm2_moe": (5, 17),
+                        "granitemoehybrid": (5, 17), "bamba": (5, 17), "falcon_h1": (5, 17), "nemotron_h": (5, 17),
+                        "kimi_linear": (5, 17), "mamba2": (5, 24)}
 CANNOT_CARRY = {"mamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
                 "falcon_mamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
                 "jamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
@@ -121,15 +124,15 @@ def check_insertion_layer(model: PreTrainedModel, insertion_layer: int):
 def check_carries_layer_states(model: PreTrainedModel):
     """A ValueError naming the problem unless `model`'s recurrent layers can carry their states across windows."""
     model_type = model.config.model_type
-    try:
-        from transformers.cache_utils import LinearAttentionCacheLayerMixin  # noqa: F401
-    except ImportError:
-        raise ValueError("carry_layer_states needs a transformers whose cache keeps linear-attention layers' states "
-                         "(5.24 does)") from None
     if model_type not in CARRIES_LAYER_STATES:
         reason = CANNOT_CARRY.get(model_type, "it has no recurrent layers (its attention reads each window afresh)")
         raise ValueError(f"carry_layer_states cannot carry a {model_type!r} model's layer states: {reason}; the "
                          f"families it can: {', '.join(CARRIES_LAYER_STATES)}")
+    needed = CARRIES_LAYER_STATES[model_type]
+    if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < needed:
+        raise ValueError(f"carry_layer_states needs transformers >= {'.'.join(map(str, needed))} for a {model_type!r} "
+                         f"model (before, its layers restart from zero in every many-token call), found "
+                         f"{transformers.__version__}")
 
 
 def _assign_conv_state(layer, conv_states, state_idx=0, conv_kernel_size=None, **kwargs):
@@ -167,8 +170,8 @@ def carrying_cache(config, layer_states: dict | None) -> DynamicCache:
         layer.update_recurrent_state = MethodType(_assign_recurrent_state, layer)
         for state_idx, (conv, recurrent) in enumerate((layer_states or {}).get(index, ())):
             if conv is not None:
-                _assign_conv_state(layer, conv[..., :0], state_idx, conv_kernel_size=conv.shape[-1])
-                layer.conv_states[state_idx] = conv
+                layer.conv_states[state_idx], layer.conv_kernel_size[state_idx] = conv, conv.shape[-1]
+                layer.is_conv_states_initialized[state_idx] = layer.has_previous_state[state_idx] = True
             if recurrent is not None:
                 _assign_recurrent_state(layer, recurrent, state_idx)
     return cache
@@ -337,6 +340,8 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                                  f"model: its layers {problem}")
             if rotary is not None:
                 at = torch.full((1, 1), -1, dtype=torch.long, device=hidden.device)
+                if hasattr(rotary, "mrope_section"):  # Qwen3.5's multimodal rotary: a row per axis (5.17 needs them)
+                    at = at.expand(len(rotary.mrope_section), 1, 1)
                 call["position_embeddings"] = prepend(rotary(hidden, position_ids=at, **self.rotary_layer_type), given)
             return (), call
 
