@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
-from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.data.ctl import DIRECTIONS, CTLConfig, ctl_example, ctl_tables, sample_problems
 
 
@@ -87,9 +87,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
-    if args.depth < 1 or args.examples < 1 or args.num_steps < 1:
-        raise UsageError(f"--depth, --examples and --num-steps must be at least 1, got {args.depth}, {args.examples} "
-                         f"and {args.num_steps}")
+    check_positive({"--depth": args.depth, "--examples": args.examples, "--num-steps": args.num_steps})
     if args.threads:
         torch.set_num_threads(args.threads)
     results = []

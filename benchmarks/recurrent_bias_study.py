@@ -19,7 +19,7 @@ import os
 import shlex
 import time
 
-from lengthgen.cli import UsageError, run_command
+from lengthgen.cli import UsageError, check_positive, run_command
 from lengthgen.presets import load_presets, load_table
 from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
 from lengthgen.training.hardware import hardware
@@ -126,10 +126,7 @@ def main(argv=None):
     parser.add_argument("--results-dir", default=os.path.join(REPO, "docs", "results"))
     parser.add_argument("--summary-only", action="store_true", help="only summarize the finished runs")
     args = parser.parse_args(argv)
-    if args.seeds < 1:
-        raise UsageError(f"--seeds must be at least 1, got {args.seeds}.")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {args.threads}.")
+    check_positive({"--seeds": args.seeds, "--threads": args.threads})
     runs = {}
     for name in args.models:
         for seed in range(args.seeds):

@@ -47,7 +47,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from lengthgen.cli import UsageError, run_command  # noqa: E402
+from lengthgen.cli import UsageError, check_positive, run_command  # noqa: E402
 from lengthgen.data.export import parse_param  # noqa: E402
 from lengthgen.presets import flags, load_presets  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
@@ -425,10 +425,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if (args.pack_to or args.unpack_from) and len(args.names) != 1:
         parser.error("--pack-to and --unpack-from take exactly one preset name")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {args.threads}.")
-    if args.max_train_seconds is not None and args.max_train_seconds <= 0:
-        raise UsageError(f"--max-train-seconds must be positive, got {args.max_train_seconds}.")
+    check_positive({"--threads": args.threads, "--max-train-seconds": args.max_train_seconds})
     if args.unpack_from and not os.path.isdir(args.unpack_from):
         raise UsageError(f"--unpack-from: no such directory: {args.unpack_from}")
     unknown = [n for n in args.names if n not in PRESETS]

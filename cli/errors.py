@@ -36,6 +36,18 @@ def run_command(main: Callable, prog: str, argv: list[str] | None = None):
         raise SystemExit(2) from None
 
 
+def check_positive(values: dict[str, int | float | None]) -> None:
+    """A UsageError naming the first flag in `values` ({"--seeds": args.seeds, ...}) that is given (not None) and out
+    of range: an integer below 1 ("must be at least 1"), a float at or below 0 ("must be positive")."""
+    for flag, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, int) and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}.")
+        if value <= 0:
+            raise UsageError(f"{flag} must be positive, got {value}.")
+
+
 def local_path_or_hub_id(value: str, flag: str) -> str:
     """`value` unchanged when it exists on disk or can only be a Hub id (`name` or `org/name`); a UsageError naming
     the missing path when it is meant as a local one (`./x`, `/x`, `~/x`, `a/b/c`, or `dir/x` with `dir` here), so

@@ -23,7 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from lengthgen.cli import UsageError, run_command  # noqa: E402
+from lengthgen.cli import UsageError, check_positive, run_command  # noqa: E402
 from lengthgen.release import release  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
 from lengthgen.training.scripts import run_script  # noqa: E402
@@ -61,12 +61,8 @@ def parse_args(argv=None):
     if not train_hi < valid_lo <= valid_hi:
         raise UsageError(f"--validation-digits takes MIN MAX above the training range (MIN > {train_hi}, MIN <= MAX), "
                          f"got {valid_lo} {valid_hi}.")
-    for flag, value in (("--train-size", args.train_size), ("--validation-size", args.validation_size),
-                        ("--batch-size", args.batch_size)):
-        if value < 1:
-            raise UsageError(f"{flag} must be at least 1, got {value}.")
-    if args.epochs <= 0 or args.learning_rate <= 0:
-        raise UsageError(f"--epochs and --learning-rate must be positive, got {args.epochs} and {args.learning_rate}.")
+    check_positive({"--train-size": args.train_size, "--validation-size": args.validation_size,
+                    "--batch-size": args.batch_size, "--epochs": args.epochs, "--learning-rate": args.learning_rate})
     return args
 
 

@@ -12,7 +12,7 @@ import argparse
 import os
 
 import lengthgen.modeling  # noqa: F401
-from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.plots import ndr_step_figures
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -38,8 +38,7 @@ def main(argv=None):
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args(argv)
     local_path_or_hub_id(args.model_name_or_path, "--model_name_or_path")
-    if args.num_steps is not None and args.num_steps < 1:
-        raise UsageError(f"--num_steps must be at least 1, got {args.num_steps}.")
+    check_positive({"--num_steps": args.num_steps})
     if not args.text.split():
         raise UsageError("--text is empty: give the input as space-separated tokens, e.g. \"101 d a b\".")
     model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import evaluate
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 import transformers
-from lengthgen.cli import UsageError, run_command
+from lengthgen.cli import UsageError, check_positive, run_command
 from lengthgen.data.calibration import calibration_metrics
 from lengthgen.data.export import load_splits, parse_param
 from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, flatten_metrics
@@ -127,8 +127,7 @@ def main(argv=None):
     if training_args.do_train:
         record_training_hyperparameters(model.config, training_args)
     if data_args.num_steps is not None:
-        if data_args.num_steps < 1:
-            raise UsageError(f"--num_steps must be at least 1, got {data_args.num_steps}.")
+        check_positive({"--num_steps": data_args.num_steps})
         if "num_steps" not in inspect.signature(model.forward).parameters:
             raise UsageError(f"--num_steps applies to the NDR family; {model.config.model_type} has no steps to set.")
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import torch
 import transformers
-from lengthgen.cli import UsageError, run_command
+from lengthgen.cli import UsageError, check_positive, run_command
 from lengthgen.data.long_documents import CORPORA, load_documents, tokenize_documents
 from lengthgen.modeling import (
     CausalLMWithRecurrence,
@@ -148,9 +148,8 @@ class DataArguments:
         for flag in ("train_file", "validation_file", "test_file"):
             if getattr(self, flag) and not os.path.exists(getattr(self, flag)):
                 raise UsageError(f"--{flag}: no such file or directory: {getattr(self, flag)}")
-        for flag in ("max_train_books", "max_eval_tokens", "max_train_samples"):
-            if getattr(self, flag) is not None and getattr(self, flag) < 1:
-                raise UsageError(f"--{flag} must be at least 1, got {getattr(self, flag)}.")
+        check_positive({f"--{flag}": getattr(self, flag)
+                        for flag in ("max_train_books", "max_eval_tokens", "max_train_samples")})
 
 
 @dataclass

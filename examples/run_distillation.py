@@ -23,7 +23,7 @@ import argparse
 import json
 import os
 
-from lengthgen.cli import UsageError, local_path_or_hub_id, run_command
+from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.release import accuracy_tables, calibration_tables, spread_over_seeds
 from lengthgen.training.hardware import hardware
 from lengthgen.training.scripts import run_script
@@ -124,10 +124,7 @@ def main(argv=None):
     for flag in ("--output_dir", "--seed", "--teacher_model_name_or_path", "--do_train", "--do_eval"):
         if flag in training:
             raise UsageError(f"{flag} is set by this script; pass it before `--` as this script's argument.")
-    if args.seeds is not None and args.seeds < 1:
-        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
-    if args.threads is not None and args.threads < 1:
-        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    check_positive({"--seeds": args.seeds, "--threads": args.threads})
     os.makedirs(args.output_dir, exist_ok=True)
     logits_cache = os.path.join(args.output_dir, "teacher_logits.npy")  # one teacher, one training set: once
     if args.seeds is None:

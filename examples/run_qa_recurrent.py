@@ -32,7 +32,7 @@ import evaluate
 import torch
 import transformers
 from accelerate.utils import gather_object
-from lengthgen.cli import UsageError, run_command
+from lengthgen.cli import UsageError, check_positive, run_command
 from lengthgen.data.hotpotqa import (
     ANSWER_TYPES,
     HOTPOTQA_ANSWER,
@@ -104,9 +104,8 @@ class DataArguments:
                 raise UsageError(f"--{flag}: no such file or directory: {getattr(self, flag)}")
         if not 0 <= self.doc_stride < self.window_size:
             raise UsageError(f"--doc_stride must be in [0, --window_size {self.window_size}), got {self.doc_stride}.")
-        for flag in ("max_train_samples", "max_eval_samples", "max_answer_length"):
-            if getattr(self, flag) is not None and getattr(self, flag) < 1:
-                raise UsageError(f"--{flag} must be at least 1, got {getattr(self, flag)}.")
+        check_positive({f"--{flag}": getattr(self, flag)
+                        for flag in ("max_train_samples", "max_eval_samples", "max_answer_length")})
 
 
 @dataclass

@@ -30,7 +30,7 @@ transformers config as it is; a bare transformers model type (`gpt2`, `roberta`,
 import argparse
 import os
 
-from lengthgen.cli import UsageError, run_command
+from lengthgen.cli import UsageError, check_positive, run_command
 from lengthgen.data.export import parse_param
 
 from .cell import Budget
@@ -66,12 +66,8 @@ def parse_and_run(argv=None):
     parser.add_argument("--threads", type=int, help="torch threads (two runs side by side: 1 each)")
     parser.add_argument("--leaderboard-only", action="store_true", help="rewrite the leaderboard from the cells")
     args = parser.parse_args(argv)
-    for flag, value in (("--seeds", args.seeds), ("--max-steps", args.max_steps), ("--batch-size", args.batch_size),
-                        ("--threads", args.threads)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1, got {value}.")
-    if args.learning_rate <= 0:
-        raise UsageError(f"--learning-rate must be positive, got {args.learning_rate}.")
+    check_positive({"--seeds": args.seeds, "--max-steps": args.max_steps, "--batch-size": args.batch_size,
+                    "--threads": args.threads, "--learning-rate": args.learning_rate})
     if not args.leaderboard_only and not (args.models and args.tasks):
         raise UsageError("--models and --tasks are required (or --leaderboard-only to rewrite the tables from the cells).")
     if args.leaderboard_only:

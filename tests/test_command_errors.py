@@ -34,6 +34,18 @@ def error_line(capsys, main, argv, prog=None):
     return err.splitlines()[-1]
 
 
+def test_check_positive_names_the_first_flag_out_of_range():
+    from lengthgen.cli import UsageError, check_positive
+
+    check_positive({"--seeds": 1, "--threads": None, "--learning-rate": 1e-9})  # None: not given
+    with pytest.raises(UsageError, match=r"^--threads must be at least 1, got 0\.$"):
+        check_positive({"--seeds": 3, "--threads": 0, "--learning-rate": -1.0})
+    with pytest.raises(UsageError, match=r"^--learning-rate must be positive, got 0\.0\.$"):
+        check_positive({"--seeds": 3, "--learning-rate": 0.0})
+    with pytest.raises(UsageError, match=r"^--num-steps must be at least 1, got -2\.$"):
+        check_positive({"--num-steps": -2})
+
+
 def test_lengthgen_data(capsys, tmp_path):
     from lengthgen.data.export import main
 
