@@ -25,7 +25,13 @@ attention, which reads each window afresh as the attention does); h_prev enters 
 below the paper's l_ins = 2. `--carry-layer-states` adds two fine-tuned copies whose DeltaNet layers carry their
 states from window to window (`carry_layer_states`, not in the paper): without h_prev and with it.
 
-    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry-layer-states --json docs/recurrence_synthetic_qwen3_5_carried_cpu.json
+    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry-layer-states --finetune-seeds 3 \
+        --output-dir outputs/synthetic-carried --json docs/recurrence_synthetic_qwen3_5_carried_cpu.json
+
+`--finetune-seeds N` fine-tunes every copy N times (seeds --seed .. --seed + N - 1, same corpus and pre-trained
+model) and reports the mean (each seed's figures under `per_seed`). With `--output-dir`, a run that already finished
+there (its `all_results.json` written) is read instead of run again, so an interrupted benchmark goes on where it
+stopped.
 """
 
 import argparse
@@ -98,9 +104,12 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--finetune-seeds", type=int, default=1, help="fine-tune every copy this many times")
     parser.add_argument("--output-dir", help="keep the models and corpus here (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    if args.finetune_seeds < 1:
+        parser.error(f"--finetune-seeds must be at least 1, got {args.finetune_seeds}")
     if args.carry_layer_states and args.family == "gpt2":
         parser.error("--carry-layer-states needs a hybrid family (--family qwen3_5): GPT-2 has no recurrent layers")
     return args
@@ -160,6 +169,26 @@ def secret_token_loss(model, tokenizer, documents: list[str], first_window: bool
     return total / count
 
 
+def finished_or_run(argv: list[str], log_path: str) -> dict:
+    """run_clm_recurrent.py's metrics: read from its output folder if a run there finished, else from running it."""
+    results = Path(argv[argv.index("--output_dir") + 1]) / "all_results.json"
+    if results.exists():
+        return json.loads(results.read_text())
+    return run_script(RUN_CLM_RECURRENT, argv, log_path)
+
+
+def mean_over_seeds(per_seed: list[dict]) -> dict:
+    """Each figure's mean over the seeds, its standard deviation (`*_std`, with more than one seed) and the seeds'
+    own figures (`per_seed`)."""
+    summary = {}
+    for key in per_seed[0]:
+        values = [run[key] for run in per_seed]
+        summary[key] = sum(values) / len(values)
+        if len(values) > 1:
+            summary[f"{key}_std"] = (sum((v - summary[key]) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return {**summary, "per_seed": per_seed}
+
+
 def main(argv=None):
     args = parse_args(argv)
     names = list(VARIANTS) if args.carry_layer_states else ["disjoint", "recurrent"]
@@ -172,26 +201,31 @@ def main(argv=None):
         config = FAMILIES[args.family](args)
         config.save_pretrained(root / "config")
 
-        run_script(RUN_CLM_RECURRENT, [
+        finished_or_run([
             "--config_name", str(root / "config"), "--use_recurrence", "False", "--window_size", str(args.window_size),
             "--overlap", str(args.overlap), "--insertion_layer", str(insertion_layer(config)),
             "--output_dir", str(root / "pretrained"), *common_arguments(args, root, args.pretrain_steps),
         ], str(root / "runs.log"))
-        results = {"settings": {k: v for k, v in vars(args).items() if k not in ("json", "output_dir")}, "chance_secret_loss": math.log(args.num_secrets)}
+        results = {"settings": {k: v for k, v in vars(args).items() if k not in ("json", "output_dir")},
+                   "chance_secret_loss": math.log(args.num_secrets)}
         for name in names:
-            metrics = run_script(RUN_CLM_RECURRENT, [
-                "--model_name_or_path", str(root / "pretrained"), *VARIANTS[name],
-                "--output_dir", str(root / name), *common_arguments(args, root, args.finetune_steps),
-            ], str(root / "runs.log"))
-            model = AutoModelForCausalLM.from_pretrained(root / name).eval()
-            prefix = f"eval_overlap{args.overlap}"
-            results[name] = {
-                "perplexity_per_token": metrics[f"{prefix}_perplexity"],
-                "loss": metrics[f"{prefix}_loss"],
-                "secret_loss_first_window": secret_token_loss(model, tokenizer, corpus["validation"], True),
-                "secret_loss_later_windows": secret_token_loss(model, tokenizer, corpus["validation"], False),
-                "train_loss": metrics["train_loss"],
-            }
+            per_seed = []
+            for offset in range(args.finetune_seeds):
+                folder = root / (name if offset == 0 else f"{name}-s{offset}")
+                arguments = common_arguments(args, root, args.finetune_steps)
+                arguments[arguments.index("--seed") + 1] = str(args.seed + offset)
+                metrics = finished_or_run(["--model_name_or_path", str(root / "pretrained"), *VARIANTS[name],
+                                           "--output_dir", str(folder), *arguments], str(root / "runs.log"))
+                model = AutoModelForCausalLM.from_pretrained(folder).eval()
+                prefix = f"eval_overlap{args.overlap}"
+                per_seed.append({
+                    "perplexity_per_token": metrics[f"{prefix}_perplexity"],
+                    "loss": metrics[f"{prefix}_loss"],
+                    "secret_loss_first_window": secret_token_loss(model, tokenizer, corpus["validation"], True),
+                    "secret_loss_later_windows": secret_token_loss(model, tokenizer, corpus["validation"], False),
+                    "train_loss": metrics["train_loss"],
+                })
+            results[name] = mean_over_seeds(per_seed)
     results["perplexity_ratio_recurrent_over_disjoint"] = (
         results["recurrent"]["perplexity_per_token"] / results["disjoint"]["perplexity_per_token"]
     )
@@ -201,8 +235,11 @@ def main(argv=None):
           "| --- | --- | --- | --- |")
     for name in names:
         r = results[name]
-        print(f"| {name} | {r['perplexity_per_token']:.3f} | {r['secret_loss_first_window']:.3f} | "
-              f"{r['secret_loss_later_windows']:.3f} |")
+        spread = {key: f" +- {r[key + '_std']:.3f}" if key + "_std" in r else ""
+                  for key in ("perplexity_per_token", "secret_loss_first_window", "secret_loss_later_windows")}
+        print(f"| {name} | {r['perplexity_per_token']:.3f}{spread['perplexity_per_token']} | "
+              f"{r['secret_loss_first_window']:.3f}{spread['secret_loss_first_window']} | "
+              f"{r['secret_loss_later_windows']:.3f}{spread['secret_loss_later_windows']} |")
     print(f"recurrent / disjoint perplexity: {results['perplexity_ratio_recurrent_over_disjoint']:.3f}")
     results["hardware"] = hardware()
     if args.json:

@@ -171,6 +171,29 @@ def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_
     assert len({document[i + 1] for i, word in enumerate(document) if word == "key"}) == 1
 
 
+def test_recurrence_synthetic_over_seeds_reads_finished_runs_when_run_again(tmp_path):
+    import recurrence_synthetic
+
+    arguments = ["--train-documents", "16", "--eval-documents", "2", "--windows-per-document", "3", "--window-size",
+                 "16", "--windows-per-example", "2", "--n-layer", "2", "--n-embd", "32", "--pretrain-steps", "1",
+                 "--finetune-steps", "1", "--batch-size", "4", "--output-dir", str(tmp_path), "--family", "qwen3_5",
+                 "--finetune-seeds", "2"]
+    results = recurrence_synthetic.main(arguments)
+    for name in ("disjoint", "recurrent"):
+        seeds = results[name]["per_seed"]
+        assert len(seeds) == 2 and (tmp_path / f"{name}-s1" / "all_results.json").exists()
+        mean = (seeds[0]["secret_loss_later_windows"] + seeds[1]["secret_loss_later_windows"]) / 2
+        assert results[name]["secret_loss_later_windows"] == pytest.approx(mean)
+        assert "secret_loss_later_windows_std" in results[name]
+    runs = (tmp_path / "runs.log").read_text().count("$ python")
+    assert runs == 1 + 2 * 2  # pre-training, then both copies per seed
+    assert recurrence_synthetic.main(arguments) == results  # read again, nothing run again
+    assert (tmp_path / "runs.log").read_text().count("$ python") == runs
+    assert recurrence_synthetic.VARIANTS["recurrent_carried"][-2:] == ["--carry_layer_states", "True"]
+    with pytest.raises(SystemExit):
+        recurrence_synthetic.main(["--carry-layer-states"])  # GPT-2 has no recurrent layers to carry
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["gpt2", "qwen3_5"])
 def test_recurrence_carries_a_fact_across_windows_that_a_disjoint_model_cannot_know(family):
