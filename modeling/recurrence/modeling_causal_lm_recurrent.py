@@ -48,6 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
+from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
 from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, check_window_positions
 from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
@@ -160,8 +161,6 @@ def carrying_cache(config, layer_states: dict | None) -> DynamicCache:
     """A fresh cache for one window whose recurrent layers start from `layer_states` (from zero if None). transformers'
     cache layers copy each new state into their tensors in place, which autograd cannot go back through once the next
     window has read them; here the states are assigned."""
-    from transformers.cache_utils import LinearAttentionCacheLayerMixin
-
     cache = DynamicCache(config=config)
     for index, layer in enumerate(cache.layers):
         if not isinstance(layer, LinearAttentionCacheLayerMixin):
@@ -179,8 +178,6 @@ def carrying_cache(config, layer_states: dict | None) -> DynamicCache:
 
 def cached_layer_states(cache: DynamicCache) -> dict:
     """The recurrent layers' states a window left in `cache`: {layer index: ((conv, recurrent), ...)}."""
-    from transformers.cache_utils import LinearAttentionCacheLayerMixin
-
     return {index: tuple((layer.conv_states[i], layer.recurrent_states[i]) for i in range(layer.number_of_states))
             for index, layer in enumerate(cache.layers) if isinstance(layer, LinearAttentionCacheLayerMixin)}
 

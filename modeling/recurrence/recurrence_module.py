@@ -117,9 +117,9 @@ class RecurrentState(ModelOutput):
 
     window_index: int = 0
     h_prev: torch.Tensor | None = None
-    layer_states: dict | None = None
     window_tokens: torch.Tensor | None = None
     last_logits: torch.Tensor | None = None
+    layer_states: dict | None = None
 
 
 @dataclass
@@ -188,8 +188,9 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
         `all_logits`), the summed loss of `targets` (the labels those logits predict, possibly fewer), and h_prev for
         the next window, pooled over the window's first `stride` tokens (those the next window does not repeat), and
-        the recurrent layers' states for it (`carry_layer_states`). `window_embeds`: the window's token embeddings if already looked up, else None. Without `head`, the final
-        hidden states of the tokens it owns instead of logits, and no loss."""
+        the recurrent layers' states for it (`carry_layer_states`). `window_embeds`: the window's token embeddings if
+        already looked up, else None. Without `head`, the final hidden states of the tokens it owns instead of logits,
+        and no loss."""
         if window_embeds is None:
             window_embeds = self.get_input_embeddings()(window_ids)
         hidden, next_h_prev, next_layer_states = self.run_window(window_embeds, h_prev, stride, summarize, layer_states)
