@@ -21,6 +21,16 @@ books, one document each, split by book (54 train, 6 validation, 6 test; about 6
         --json docs/recurrence_real_text_cpu.json --plot docs/recurrence_real_text.png
 
 Every stage resumes: a finished run is skipped, an interrupted one continues from its last checkpoint.
+
+A hybrid instead of the Llama (`--family qwen3_5`: gated DeltaNet and attention layers alternating, the same width
+and depth), pre-trained on longer chunks (`--pretrain-length 512`) so that its DeltaNet layers learn to use a long
+context; `--stage finetune` then also reads the pretrained hybrid as it is in windows of `--window-size` with its
+DeltaNet states carried from window to window (`carry_layer_states`, no fine-tuning) and in disjoint windows of its
+pre-training length:
+
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain-length 512 --pretrain-batch-size 8 \
+        --pretrain-steps 1000 --stage pretrain --output-dir runs/real_text_qwen3_5
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --variants --stage finetune --output-dir runs/real_text_qwen3_5
 """
 
 import argparse
@@ -35,6 +45,8 @@ from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
+    Qwen3_5ForCausalLM,
+    Qwen3_5TextConfig,
     Trainer,
     TrainingArguments,
     set_seed,
@@ -63,14 +75,17 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", choices=("pretrain", "finetune", "report"), required=True)
     parser.add_argument("--output-dir", required=True, help="corpus, tokenizer, pretrained model and runs")
+    parser.add_argument("--family", choices=("llama", "qwen3_5"), default="llama", help="the pretrained model")
     parser.add_argument("--window-size", type=int, default=128)
+    parser.add_argument("--pretrain-length", type=int, help="tokens per pre-training chunk (default: --window-size)")
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--hidden-size", type=int, default=256)
     parser.add_argument("--num-layers", type=int, default=4)
     parser.add_argument("--pretrain-steps", type=int, default=1500)
     parser.add_argument("--pretrain-batch-size", type=int, default=32)
     parser.add_argument("--pretrain-learning-rate", type=float, default=1e-3)
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="*", choices=list(VARIANTS), default=list(VARIANTS),
+                        help="the fine-tuned variants (none: only the pretrained model as it is)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--finetune-steps", type=int, default=200)
     parser.add_argument("--finetune-batch-size", type=int, default=4)
@@ -112,15 +127,22 @@ def pretrain(args, root: Path):
         train_tokenizer(train_texts, args.vocab_size).save_pretrained(tokenizer_dir)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir)
     set_seed(0)
+    length = args.pretrain_length or args.window_size
     heads = args.hidden_size // 64
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=args.hidden_size, intermediate_size=688,
-                         num_hidden_layers=args.num_layers, num_attention_heads=heads, num_key_value_heads=heads,
-                         max_position_embeddings=4 * args.window_size, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    model = LlamaForCausalLM(config)
-    train = chunks(train_texts, tokenizer, args.window_size)
-    validation = chunks(list(documents["validation"]["text"]), tokenizer, args.window_size)
+    shape = dict(vocab_size=len(tokenizer), hidden_size=args.hidden_size, intermediate_size=688,
+                 num_hidden_layers=args.num_layers, num_attention_heads=heads, num_key_value_heads=heads,
+                 max_position_embeddings=4 * max(args.window_size, length), tie_word_embeddings=True,
+                 bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                 pad_token_id=tokenizer.pad_token_id)
+    if args.family == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**shape))
+    else:  # the same width and depth, gated DeltaNet layers (as many heads of 64) between the attention layers
+        model = Qwen3_5ForCausalLM(Qwen3_5TextConfig(
+            **shape, head_dim=64, linear_num_key_heads=heads, linear_num_value_heads=heads, linear_key_head_dim=64,
+            linear_value_head_dim=64, layer_types=["full_attention" if i % 2 else "linear_attention"
+                                                   for i in range(args.num_layers)]))
+    train = chunks(train_texts, tokenizer, length)
+    validation = chunks(list(documents["validation"]["text"]), tokenizer, length)
     output_dir = root / "pretrain_run"
     training_args = TrainingArguments(
         output_dir=str(output_dir), max_steps=args.pretrain_steps, per_device_train_batch_size=args.pretrain_batch_size,
@@ -138,7 +160,7 @@ def pretrain(args, root: Path):
     with open(root / "pretrained" / "pretrain_results.json", "w") as f:
         json.dump({"eval": metrics, "train_chunks": len(train), "log_history": trainer.state.log_history,
                    "hardware": hardware()}, f, indent=2)
-    print(f"pretrained: validation loss per token {metrics['eval_loss']:.3f} on disjoint {args.window_size}-token chunks")
+    print(f"pretrained: validation loss per token {metrics['eval_loss']:.3f} on disjoint {length}-token chunks")
 
 
 def finetune(args, root: Path):
@@ -150,10 +172,15 @@ def finetune(args, root: Path):
               "--window_size", str(args.window_size), "--insertion_layer", str(args.insertion_layer),
               "--per_device_eval_batch_size", "8", "--eval_chunk_windows", "4", "--do_predict",
               "--report_to", "none", "--use_cpu", "--disable_tqdm", "true"]
-    if 0 in args.seeds and not (root / "pretrained-as-is" / "all_results.json").exists():  # once, with seed 0
-        run_script(RUN_CLM_RECURRENT, [*common, "--use_recurrence", "False", "--overlap", "0",
-                                       "--output_dir", str(root / "pretrained-as-is")],
-                   str(root / "finetune.log"), threads=args.threads)
+    as_is = {"pretrained-as-is": []}  # read once (with seed 0), not fine-tuned
+    if args.family == "qwen3_5":  # its DeltaNet states carried across the windows; its pre-training length's windows
+        as_is["pretrained-as-is-carried"] = ["--carry_layer_states", "True"]
+        as_is[f"pretrained-as-is-window{args.pretrain_length}"] = ["--window_size", str(args.pretrain_length)]
+    for name, flags in as_is.items():
+        if 0 in args.seeds and not (root / name / "all_results.json").exists():
+            run_script(RUN_CLM_RECURRENT, [*common, "--use_recurrence", "False", "--overlap", "0", *flags,
+                                           "--output_dir", str(root / name)],
+                       str(root / "finetune.log"), threads=args.threads)
     for seed in args.seeds:
         for name in args.variants:
             use_recurrence, overlap, memory, eval_overlaps = VARIANTS[name]
@@ -175,9 +202,9 @@ def report(args, root: Path):
     """The table (per-word perplexity on the test books, mean and sample std over seeds; FLOPs/token) and the plot of
     perplexity against FLOPs per token, as the paper's Figure 2 shows its Tables 1-2."""
     rows = {}
-    for name, (use_recurrence, _, memory, eval_overlaps) in {"pretrained-as-is": (False, 0, 0, (0,)),
-                                                              **VARIANTS}.items():
-        runs = sorted(root.glob(f"{name}-seed*")) if name != "pretrained-as-is" else [root / name]
+    as_is = {name.name: (False, 0, 0, (0,)) for name in sorted(root.glob("pretrained-as-is*"))}
+    for name, (use_recurrence, _, memory, eval_overlaps) in {**as_is, **VARIANTS}.items():
+        runs = sorted(root.glob(f"{name}-seed*")) if name not in as_is else [root / name]
         results = [json.loads((run / "all_results.json").read_text()) for run in runs
                    if (run / "all_results.json").exists()]
         for overlap in eval_overlaps if results else ():
@@ -218,7 +245,9 @@ def report(args, root: Path):
                           yerr=row["perplexity_per_word_std"] or 0, fmt=marker, capsize=3, markersize=9, label=name)
         axes.set_xlabel("forward FLOPs per token (millions)")
         axes.set_ylabel("perplexity per word, held-out books")
-        axes.set_title(f"Llama {args.num_layers}x{args.hidden_size} on the King James Bible, windows of {args.window_size}")
+        family = {"llama": "Llama", "qwen3_5": "Qwen3.5 (hybrid)"}[args.family]
+        axes.set_title(f"{family} {args.num_layers}x{args.hidden_size} on the King James Bible, windows of "
+                       f"{args.window_size}")
         axes.legend(fontsize=8)
         figure.tight_layout()
         figure.savefig(args.plot, dpi=120)
