@@ -25,8 +25,8 @@ Every stage resumes: a finished run is skipped, an interrupted one continues fro
 A hybrid instead of the Llama (`--family qwen3_5`: gated DeltaNet and attention layers alternating, the same width
 and depth), pre-trained on longer chunks (`--pretrain-length 512`) so that its DeltaNet layers learn to use a long
 context; `--stage finetune` then also reads the pretrained hybrid as it is in windows of `--window-size` with its
-DeltaNet states carried from window to window (`carry_layer_states`, no fine-tuning) and in disjoint windows of its
-pre-training length:
+DeltaNet states carried from window to window (`carry_layer_states`, no fine-tuning), and in windows of its
+pre-training length, disjoint and carried:
 
     python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain-length 512 --pretrain-batch-size 8 \
         --pretrain-steps 1000 --stage pretrain --output-dir runs/real_text_qwen3_5
@@ -176,6 +176,8 @@ def finetune(args, root: Path):
     if args.family == "qwen3_5":  # its DeltaNet states carried across the windows; its pre-training length's windows
         as_is["pretrained-as-is-carried"] = ["--carry_layer_states", "True"]
         as_is[f"pretrained-as-is-window{args.pretrain_length}"] = ["--window_size", str(args.pretrain_length)]
+        as_is[f"pretrained-as-is-window{args.pretrain_length}-carried"] = ["--window_size", str(args.pretrain_length),
+                                                                          "--carry_layer_states", "True"]
     for name, flags in as_is.items():
         if 0 in args.seeds and not (root / name / "all_results.json").exists():
             run_script(RUN_CLM_RECURRENT, [*common, "--use_recurrence", "False", "--overlap", "0", *flags,
