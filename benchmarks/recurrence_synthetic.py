@@ -38,6 +38,7 @@ import argparse
 import json
 import math
 import random
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -183,9 +184,9 @@ def mean_over_seeds(per_seed: list[dict]) -> dict:
     summary = {}
     for key in per_seed[0]:
         values = [run[key] for run in per_seed]
-        summary[key] = sum(values) / len(values)
+        summary[key] = statistics.mean(values)
         if len(values) > 1:
-            summary[f"{key}_std"] = (sum((v - summary[key]) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+            summary[f"{key}_std"] = statistics.stdev(values)
     return {**summary, "per_seed": per_seed}
 
 
