@@ -58,6 +58,7 @@ from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import (
     CARRIES_LAYER_STATES,
     decoder_layers,
     softmax_attention_layers,
+    transformers_version,
 )
 
 VOCAB = 50
@@ -563,10 +564,8 @@ def one_pass_with_attention_in_windows(decoder, x, window):
 def test_carried_layer_states_read_the_document_as_one_pass(family):
     """Without h_prev, the wrapper with `carry_layer_states` equals one pass of the unmodified model whose attention
     layers see only their window; without carrying, it does not (each window's recurrent layers start from zero)."""
-    import transformers
-
     needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
-    if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < needed:
+    if transformers_version() < needed:
         pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
     x = tokens(24)
     model, decoder = models(family, overlap=0, use_recurrence=False, carry_layer_states=True)

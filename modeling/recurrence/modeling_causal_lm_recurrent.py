@@ -64,10 +64,14 @@ LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attentio
 CARRIES_LAYER_STATES = {"qwen3_5_text": (5, 17), "qwen3_next": (5, 17), "lfm2": (5, 17), "lfm2_moe": (5, 17),
                         "granitemoehybrid": (5, 17), "bamba": (5, 17), "falcon_h1": (5, 17), "nemotron_h": (5, 17),
                         "kimi_linear": (5, 17), "mamba2": (5, 24)}
-CANNOT_CARRY = {"mamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
-                "falcon_mamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
-                "jamba": "its Mamba-1 scan restarts from zero in every many-token call in transformers",
+MAMBA_1 = "its Mamba-1 scan restarts from zero in every many-token call in transformers"
+CANNOT_CARRY = {"mamba": MAMBA_1, "falcon_mamba": MAMBA_1, "jamba": MAMBA_1,
                 "minimax": "its lightning attention keeps its state in a cache of its own"}
+
+
+def transformers_version() -> tuple[int, int]:
+    """The installed transformers' (major, minor)."""
+    return tuple(int(part) for part in transformers.__version__.split(".")[:2])
 
 
 def decoder_stack(model: PreTrainedModel) -> nn.Module:
@@ -130,7 +134,7 @@ def check_carries_layer_states(model: PreTrainedModel):
         raise ValueError(f"carry_layer_states cannot carry a {model_type!r} model's layer states: {reason}; the "
                          f"families it can: {', '.join(CARRIES_LAYER_STATES)}")
     needed = CARRIES_LAYER_STATES[model_type]
-    if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < needed:
+    if transformers_version() < needed:
         raise ValueError(f"carry_layer_states needs transformers >= {'.'.join(map(str, needed))} for a {model_type!r} "
                          f"model (before, its layers restart from zero in every many-token call), found "
                          f"{transformers.__version__}")
