@@ -37,6 +37,7 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -60,15 +61,31 @@ from lengthgen.training.scripts import run_script
 ROOT = Path(__file__).resolve().parents[1]
 RUN_CLM_RECURRENT = str(ROOT / "examples" / "run_clm_recurrent.py")
 BOS = "<|endoftext|>"
-# name -> (use_recurrence, training overlap, num_memory_tokens, overlaps evaluated at): the rows of the paper's Tables
-# 1-2 (the baseline fine-tuned once and read at several overlaps; the recurrent model at its training overlap) plus
-# the RMT baseline
+
+
+class Variant(NamedTuple):
+    """One fine-tuned row: h_prev or not, the overlap it is trained at, memory tokens, the overlaps it is read at, and
+    whether a hybrid's recurrent layers carry their states across windows (`carry_layer_states`)."""
+
+    use_recurrence: bool
+    overlap: int
+    num_memory_tokens: int
+    eval_overlaps: tuple[int, ...]
+    carry_layer_states: bool = False
+
+
+# The rows of the paper's Tables 1-2 (the baseline fine-tuned once and read at several overlaps; the recurrent model at
+# its training overlap), the RMT baseline, and for a hybrid its DeltaNet states carried with and without h_prev
 VARIANTS = {
-    "baseline": (False, 0, 0, (0, 16, 32, 64)),
-    "h_prev": (True, 0, 0, (0,)),
-    "h_prev-overlap16": (True, 16, 0, (16,)),
-    "memory4": (True, 0, 4, (0,)),
+    "baseline": Variant(False, 0, 0, (0, 16, 32, 64)),
+    "h_prev": Variant(True, 0, 0, (0,)),
+    "h_prev-overlap16": Variant(True, 16, 0, (16,)),
+    "memory4": Variant(True, 0, 4, (0,)),
+    "carried": Variant(False, 0, 0, (0,), carry_layer_states=True),
+    "h_prev-carried": Variant(True, 0, 0, (0,), carry_layer_states=True),
 }
+DEFAULT_VARIANTS = {"llama": ["baseline", "h_prev", "h_prev-overlap16", "memory4"],
+                    "qwen3_5": ["baseline", "h_prev", "carried", "h_prev-carried"]}
 
 
 def parse_args(argv=None):
@@ -84,18 +101,31 @@ def parse_args(argv=None):
     parser.add_argument("--pretrain-steps", type=int, default=1500)
     parser.add_argument("--pretrain-batch-size", type=int, default=32)
     parser.add_argument("--pretrain-learning-rate", type=float, default=1e-3)
-    parser.add_argument("--variants", nargs="*", choices=list(VARIANTS), default=list(VARIANTS),
-                        help="the fine-tuned variants (none: only the pretrained model as it is)")
+    parser.add_argument("--variants", nargs="*", choices=list(VARIANTS),
+                        help="the fine-tuned variants (default: the family's four, " + "; ".join(
+                            f"{family}: {' '.join(names)}" for family, names in DEFAULT_VARIANTS.items())
+                        + "; none: only the pretrained model as it is)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--finetune-steps", type=int, default=200)
     parser.add_argument("--finetune-batch-size", type=int, default=4)
     parser.add_argument("--windows-per-example", type=int, default=8)
     parser.add_argument("--finetune-learning-rate", type=float, default=2e-4)
-    parser.add_argument("--insertion-layer", type=int, default=2)
+    parser.add_argument("--insertion-layer", type=int,
+                        help="l_ins (default: 2 of 4, the paper's middle, for the Llama; 1 for the hybrid, whose "
+                             "h_prev must enter a softmax-attention layer: 1 or 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--json", help="report: write the results here")
     parser.add_argument("--plot", help="report: write the plot here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.insertion_layer is None:
+        args.insertion_layer = {"llama": 2, "qwen3_5": 1}[args.family]
+    if args.variants is None:
+        args.variants = DEFAULT_VARIANTS[args.family]
+    carried = [name for name in args.variants if VARIANTS[name].carry_layer_states]
+    if carried and args.family != "qwen3_5":
+        parser.error(f"--variants {' '.join(carried)} carry recurrent layers' states, which --family {args.family} "
+                     "does not have (use --family qwen3_5)")
+    return args
 
 
 def train_tokenizer(texts: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
@@ -185,17 +215,19 @@ def finetune(args, root: Path):
                        str(root / "finetune.log"), threads=args.threads)
     for seed in args.seeds:
         for name in args.variants:
-            use_recurrence, overlap, memory, eval_overlaps = VARIANTS[name]
+            variant = VARIANTS[name]
             output_dir = root / f"{name}-seed{seed}"
             if (output_dir / "all_results.json").exists():
                 continue
             run_script(RUN_CLM_RECURRENT, [
-                *common, "--use_recurrence", str(use_recurrence), "--overlap", str(overlap),
-                "--num_memory_tokens", str(memory), "--windows_per_example", str(args.windows_per_example),
+                *common, "--use_recurrence", str(variant.use_recurrence), "--overlap", str(variant.overlap),
+                "--num_memory_tokens", str(variant.num_memory_tokens),
+                *(["--carry_layer_states", "True"] if variant.carry_layer_states else []),
+                "--windows_per_example", str(args.windows_per_example),
                 "--per_device_train_batch_size", str(args.finetune_batch_size), "--max_steps", str(args.finetune_steps),
                 "--learning_rate", str(args.finetune_learning_rate), "--warmup_steps", "20", "--seed", str(seed),
                 "--save_strategy", "steps", "--save_steps", "50", "--save_total_limit", "1", "--logging_steps", "25",
-                "--eval_overlaps", *map(str, eval_overlaps), "--do_train", "--output_dir", str(output_dir),
+                "--eval_overlaps", *map(str, variant.eval_overlaps), "--do_train", "--output_dir", str(output_dir),
             ], str(root / "finetune.log"), threads=args.threads)
             print(f"{name} seed {seed}: done")
 
@@ -204,16 +236,18 @@ def report(args, root: Path):
     """The table (per-word perplexity on the test books, mean and sample std over seeds; FLOPs/token) and the plot of
     perplexity against FLOPs per token, as the paper's Figure 2 shows its Tables 1-2."""
     rows = {}
-    as_is = {name.name: (False, 0, 0, (0,)) for name in sorted(root.glob("pretrained-as-is*"))}
-    for name, (use_recurrence, _, memory, eval_overlaps) in {**as_is, **VARIANTS}.items():
+    as_is = {name.name: Variant(False, 0, 0, (0,), carry_layer_states=name.name.endswith("-carried"))
+             for name in sorted(root.glob("pretrained-as-is*"))}
+    for name, variant in {**as_is, **VARIANTS}.items():
         runs = sorted(root.glob(f"{name}-seed*")) if name not in as_is else [root / name]
         results = [json.loads((run / "all_results.json").read_text()) for run in runs
                    if (run / "all_results.json").exists()]
-        for overlap in eval_overlaps if results else ():
+        for overlap in variant.eval_overlaps if results else ():
             prefix = f"test_overlap{overlap}"
             per_word = [r[f"{prefix}_perplexity_per_word"] for r in results]
             rows[f"{name} @ {overlap}"] = {
-                "model": name, "use_recurrence": use_recurrence, "overlap": overlap, "num_memory_tokens": memory,
+                "model": name, "use_recurrence": variant.use_recurrence, "overlap": overlap,
+                "num_memory_tokens": variant.num_memory_tokens, "carry_layer_states": variant.carry_layer_states,
                 "seeds": len(results), "perplexity_per_word": statistics.mean(per_word),
                 "perplexity_per_word_std": statistics.stdev(per_word) if len(per_word) > 1 else None,
                 "perplexity_per_word_runs": per_word,

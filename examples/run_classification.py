@@ -45,7 +45,7 @@ from lengthgen.training.models import (
     record_training_hyperparameters,
 )
 from lengthgen.training.distillation import ClassificationTrainer, DistillationArguments, teacher_logits
-from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
+from lengthgen.training.arguments import TrainingArguments, log_under_output_dir, script_callbacks
 from lengthgen.training.scripts import upload_output_dir
 from transformers import DataCollatorWithPadding, HfArgumentParser, set_seed
 from transformers.trainer_utils import get_last_checkpoint
@@ -103,8 +103,6 @@ def main(argv=None):
         model_args, data_args, distill_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
     else:
         model_args, data_args, distill_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
-        training_args.report_to = ["tensorboard"]
     if training_args.ddp_find_unused_parameters is None:
         training_args.ddp_find_unused_parameters = False
 
@@ -159,10 +157,11 @@ def main(argv=None):
         processing_class=tokenizer,
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=make_compute_metrics(eval_sets[first_eval]["difficulty"]) if first_eval else None,
-        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else None,
+        callbacks=script_callbacks(training_args),
         temperature=distill_args.distillation_temperature,
         distillation_weight=distill_args.distillation_weight,
     )
+    log_under_output_dir(trainer)
 
     all_metrics = {}
     if training_args.do_train:

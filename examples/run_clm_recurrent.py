@@ -60,6 +60,7 @@ from lengthgen.modeling import (
     check_overlap,
     flops_per_token,
 )
+from lengthgen.training.arguments import TrainingArguments, log_under_output_dir, script_callbacks
 from lengthgen.training.models import check_model_paths, recurrence_fields
 from lengthgen.training.scripts import upload_output_dir
 from lengthgen.training.windows import document_runs
@@ -70,7 +71,6 @@ from transformers import (
     DataCollatorForSeq2Seq,
     HfArgumentParser,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
@@ -279,8 +279,6 @@ def main(argv=None):
         model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
     else:
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
-        training_args.report_to = ["tensorboard"]
     if training_args.ddp_find_unused_parameters is None:  # the recurrence module is idle in one-window examples
         training_args.ddp_find_unused_parameters = True
 
@@ -348,7 +346,9 @@ def main(argv=None):
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100),
         eval_chunk_windows=data_args.eval_chunk_windows,
+        callbacks=script_callbacks(training_args),
     )
+    log_under_output_dir(trainer)
 
     all_metrics = {}
     if training_args.do_train:

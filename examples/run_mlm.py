@@ -43,7 +43,7 @@ from lengthgen.training.models import (
     masked_lm_tokenizer,
     record_training_hyperparameters,
 )
-from lengthgen.training.pieces import TimeBudgetCallback, TrainingArguments
+from lengthgen.training.arguments import TrainingArguments, log_under_output_dir, script_callbacks
 from lengthgen.training.scripts import upload_output_dir
 from transformers import (
     DataCollatorForTokenClassification,
@@ -152,8 +152,6 @@ def main(argv=None):
         model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
     else:
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
-        training_args.report_to = ["tensorboard"]
     if training_args.ddp_find_unused_parameters is None:
         training_args.ddp_find_unused_parameters = False  # every parameter takes part in the MLM loss
 
@@ -211,8 +209,9 @@ def main(argv=None):
             if training_args.lr_decay_per_epoch and train_dataset is not None
             else (None, None)
         ),
-        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else None,
+        callbacks=script_callbacks(training_args),
     )
+    log_under_output_dir(trainer)
 
     all_metrics = {}
     if training_args.do_train:

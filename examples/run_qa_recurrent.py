@@ -44,6 +44,7 @@ from lengthgen.modeling import (
     RobertaWithRecurrenceConfig,
     RobertaWithRecurrenceForQuestionAnswering,
 )
+from lengthgen.training.arguments import TrainingArguments, log_under_output_dir, script_callbacks
 from lengthgen.training.models import check_model_paths, recurrence_fields
 from lengthgen.training.scripts import upload_output_dir
 from transformers import (
@@ -52,7 +53,6 @@ from transformers import (
     AutoTokenizer,
     HfArgumentParser,
     Trainer,
-    TrainingArguments,
     set_seed,
 )
 from transformers.trainer_utils import get_last_checkpoint
@@ -211,8 +211,6 @@ def main(argv=None):
         model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(sys.argv[1]))
     else:
         model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    if not training_args.report_to or training_args.report_to in ("none", ["none"]):
-        training_args.report_to = ["tensorboard"]
     if training_args.ddp_find_unused_parameters is None:  # the recurrence module is idle in one-window batches
         training_args.ddp_find_unused_parameters = True
     training_args.remove_unused_columns = False  # collate_windows picks the model's inputs itself
@@ -258,7 +256,9 @@ def main(argv=None):
         processing_class=tokenizer,
         data_collator=partial(collate_windows, pad_token_id=tokenizer.pad_token_id),
         max_answer_length=data_args.max_answer_length,
+        callbacks=script_callbacks(training_args),
     )
+    log_under_output_dir(trainer)
 
     all_metrics = {}
     if training_args.do_train:

@@ -142,7 +142,7 @@ def test_every_presets_training_arguments_parse_as_the_scripts_parse_them():
     transformers renamed fails here, not after a GPU machine was started."""
     from transformers import HfArgumentParser
 
-    from lengthgen.training.pieces import TrainingArguments
+    from lengthgen.training.arguments import TrainingArguments
 
     script_flags = {"--num_steps", "--lr_decay_per_epoch", "--eval_train_samples"}  # the scripts' own dataclasses
     parser = HfArgumentParser(TrainingArguments)

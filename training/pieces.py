@@ -9,7 +9,7 @@ Trainer does not have:
 * `pack_checkpoint` / `unpack_checkpoint`: a checkpoint folder (a dozen files: weights, optimizer, model code,
   tokenizer, ...) as at most `max_parts` files of at most `part_bytes` each, and back, byte for byte.
 
-`TrainingArguments` adds `--max_train_seconds` to transformers' arguments; the example scripts take it.
+The example scripts take the budget as `--max_train_seconds` (lengthgen.training.arguments).
 """
 
 import glob
@@ -17,24 +17,11 @@ import io
 import os
 import tarfile
 import time
-from dataclasses import dataclass, field
 
 from transformers import TrainerCallback
-from transformers import TrainingArguments as HFTrainingArguments
 
 PART_BYTES = 16 * 1024 * 1024
 MAX_PARTS = 8
-
-
-@dataclass
-class TrainingArguments(HFTrainingArguments):
-    max_train_seconds: float | None = field(
-        default=None,
-        metadata={
-            "help": "Wall-clock budget of this training session in seconds: stop before it ends with a checkpoint "
-            "(resume by running the same command again)."
-        },
-    )
 
 
 class TimeBudgetCallback(TrainerCallback):

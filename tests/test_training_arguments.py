@@ -1,0 +1,100 @@
+"""The example scripts' training arguments (lengthgen.training.arguments): TensorBoard unless `--report_to none`, its
+logs under the output folder even in a run that only evaluates, and the wall-clock budget in every training script."""
+
+import json
+import random
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import GPT2Config
+
+from lengthgen.data.tokenization import word_tokenizer
+from lengthgen.training import pieces
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "examples"))
+import run_classification  # noqa: E402
+import run_clm_recurrent  # noqa: E402
+
+
+def event_files(root: Path) -> list[Path]:
+    return sorted(root.rglob("events.out.tfevents.*"))
+
+
+def classify(output_dir: Path, *extra):
+    """A tiny NDR on CTL: trained 2 steps, or evaluated only when `extra` has no --do_train."""
+    return run_classification.main(
+        ["--config_name", str(REPO / "hub_configs/ndr-ctl"), "--config_overrides", "hidden_size=16,intermediate_size=32",
+         "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", "train_size=200",
+         "validation_iid_size=10", "validation_size=10", "test_size=10", "--output_dir", str(output_dir), "--do_eval",
+         "--max_steps", "2", "--per_device_train_batch_size", "4", "--save_strategy", "no", "--use_cpu",
+         "--disable_tqdm", "true", *extra])
+
+
+@pytest.mark.parametrize("do_train", [True, False])
+def test_tensorboard_by_default_logs_under_the_output_dir(tmp_path, monkeypatch, do_train):
+    """No --report_to: TensorBoard events under <output_dir>/runs, none in the working directory, whether the run trains
+    or only evaluates (transformers alone opens ./runs for an evaluation-only run)."""
+    monkeypatch.chdir(tmp_path)
+    classify(tmp_path / "out", *(["--do_train"] if do_train else ["--model_name_or_path", str(trained(tmp_path))]))
+    logs = event_files(tmp_path / "out")
+    assert logs and all(path.parent.parent == tmp_path / "out" / "runs" for path in logs)
+    assert not (tmp_path / "runs").exists()
+
+
+def trained(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    classify(model, "--do_train", "--report_to", "none")
+    return model
+
+
+def test_report_to_none_logs_nowhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    classify(tmp_path / "out", "--do_train", "--report_to", "none")
+    assert (tmp_path / "out" / "model.safetensors").exists()
+    assert event_files(tmp_path) == []
+
+
+def test_the_recurrent_lm_script_stops_by_its_budget_and_resumes(tmp_path, monkeypatch):
+    """run_clm_recurrent.py takes --max_train_seconds: a clock that advances one second per reading stops training
+    after step 9 of 20 with a checkpoint; the same command without the budget resumes from it and ends with the weights
+    of one uninterrupted run."""
+    rng = random.Random(0)
+    words = "the a of king queen river town said went came , .".split()
+    for split, count in (("train", 6), ("valid", 1), ("test", 1)):
+        articles = "".join(f" = Article {split} {i} = \n" + " ".join(rng.choice(words) for _ in range(60)) + " \n"
+                           for i in range(count))
+        (tmp_path / f"wiki.{split}.raw").write_text(articles)
+    word_tokenizer([(tmp_path / "wiki.train.raw").read_text()]).save_pretrained(tmp_path / "tokenizer")
+    GPT2Config(n_positions=16, n_embd=16, n_layer=2, n_head=2).save_pretrained(tmp_path / "config")
+
+    def run(output, *extra):
+        return run_clm_recurrent.main([
+            "--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+            "--corpus", "wikitext103", "--train_file", str(tmp_path / "wiki.train.raw"),
+            "--validation_file", str(tmp_path / "wiki.valid.raw"), "--window_size", "8", "--windows_per_example", "2",
+            "--insertion_layer", "1", "--output_dir", str(output), "--do_train", "--max_steps", "20",
+            "--per_device_train_batch_size", "2", "--save_strategy", "no", "--report_to", "none", "--seed", "0",
+            *extra])
+
+    run(tmp_path / "whole")
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(pieces, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    pieced = tmp_path / "pieces"
+    run(pieced, "--max_train_seconds", "10")
+    assert sorted(p.name for p in pieced.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-9"]
+    resumed_from = []
+    train = run_clm_recurrent.DocumentPerplexityTrainer.train
+    monkeypatch.setattr(run_clm_recurrent.DocumentPerplexityTrainer, "train", lambda self, resume_from_checkpoint=None,
+                        **kwargs: resumed_from.append(resume_from_checkpoint) or train(self, resume_from_checkpoint))
+    run(pieced)
+    assert resumed_from == [str(pieced / "checkpoint-9")]
+    assert json.loads((pieced / "trainer_state.json").read_text())["global_step"] == 20
+    whole, resumed = load_file(tmp_path / "whole" / "model.safetensors"), load_file(pieced / "model.safetensors")
+    assert whole.keys() == resumed.keys()
+    for name in whole:
+        torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=1e-6)
