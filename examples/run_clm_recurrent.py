@@ -19,7 +19,7 @@ evaluate perplexity per word and per token at the window and overlap the model i
     python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen2-0.5B --window_size 512 --num_memory_tokens 4 ...
     # a hybrid whose gated DeltaNet layers also carry their states from window to window
     python examples/run_clm_recurrent.py --model_name_or_path Qwen/Qwen3.5-0.8B --window_size 512 --insertion_layer 3 \
-        --carry_layer_states True --overlap 0 ...
+        --carry_layer_states True ...
     accelerate launch examples/run_clm_recurrent.py ...        # same arguments, any number of processes
 
 Local files instead of a Hub dataset: `--train_file/--validation_file/--test_file`, each a PG-19 folder of `<id>.txt`
@@ -111,7 +111,7 @@ class ModelArguments:
     )
     carry_layer_states: bool | None = field(default=None, metadata={
         "help": "A hybrid's (Qwen3.5, LFM2, Granite 4, ...) or Mamba-2's recurrent layers carry their states from window "
-                "to window (not in the paper; needs overlap 0)."})
+                "to window (not in the paper; with an overlap, the state after each window's first T - overlap tokens)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):

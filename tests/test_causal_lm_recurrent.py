@@ -537,15 +537,16 @@ def test_a_key_value_cache_is_refused():
         model(tokens(), past_key_values=DynamicCache())
 
 
-def one_pass_with_attention_in_windows(decoder, x, window):
-    """The unmodified model over the whole of `x` in one pass, its softmax-attention layers confined to disjoint
-    windows (a block-diagonal causal mask, positions restarting at 0 in each window), its other layers reading
-    everything: what `carry_layer_states` should compute without h_prev."""
+def one_pass_with_attention_in_blocks(decoder, x, blocks):
+    """The unmodified model over the whole of `x` in one pass, its softmax-attention layers confined to consecutive
+    blocks of the given lengths (a block-diagonal causal mask, positions restarting at 0 in each block), its other
+    layers reading everything."""
     length = x.shape[1]
-    block = torch.arange(length) // window
+    block = torch.repeat_interleave(torch.arange(len(blocks)), torch.tensor(blocks))[:length]
     allowed = (block[:, None] == block[None, :]) & torch.ones(length, length, dtype=torch.bool).tril()
     mask = allowed if decoder.config._attn_implementation == "sdpa" else \
         torch.zeros(length, length).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    first = torch.searchsorted(block, block, side="left")  # each position's block start
 
     def confine(layer, args, kwargs):
         return args, {**kwargs, "attention_mask": mask[None, None]}
@@ -554,10 +555,15 @@ def one_pass_with_attention_in_windows(decoder, x, window):
     hooks = [layers[index].register_forward_pre_hook(confine, with_kwargs=True)
              for index in softmax_attention_layers(decoder)]
     try:
-        return decoder(x, position_ids=(torch.arange(length) % window)[None]).logits
+        return decoder(x, position_ids=(torch.arange(length) - first)[None]).logits
     finally:
         for hook in hooks:
             hook.remove()
+
+
+def one_pass_with_attention_in_windows(decoder, x, window):
+    """What `carry_layer_states` should compute without h_prev or overlap: one pass, attention in disjoint windows."""
+    return one_pass_with_attention_in_blocks(decoder, x, [window] * -(-x.shape[1] // window))
 
 
 @pytest.mark.parametrize("family", CARRYING)
@@ -578,11 +584,54 @@ def test_carried_layer_states_read_the_document_as_one_pass(family):
             torch.testing.assert_close(model(x).logits, decoder(x).logits, rtol=0, atol=2e-6)
 
 
-@pytest.mark.parametrize("family", ["qwen3_5_text", "falcon_h1", "lfm2_moe"])
-def test_carried_layer_states_stream_generate_and_train_as_one_call(family):
+@pytest.mark.parametrize("family", CARRYING)
+def test_carried_layer_states_with_an_overlap_pass_on_the_state_after_the_stride(family):
+    """With overlap o (stride s = T - o) and no h_prev, each window's tokens enter the recurrent layers once: window w
+    starts from the states after windows 0..w-1's first s tokens. So its logits are those of one pass of the
+    unmodified model over the document up to its end, attention confined to blocks s, ..., s (w of them), then T (the
+    window itself)."""
+    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
+    if transformers_version() < needed:
+        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
+    window, overlap, x = 8, 3, tokens(27)
+    model, decoder = models(family, window=window, overlap=overlap, use_recurrence=False, carry_layer_states=True)
+    with torch.no_grad():
+        logits = model(x).logits
+        afresh = models(family, window=window, overlap=overlap, use_recurrence=False)[0](x).logits
+        for index, (start, owned_from) in enumerate(window_starts(x.shape[1], window, overlap)):
+            end = min(start + window, x.shape[1])
+            reference = one_pass_with_attention_in_blocks(decoder, x[:, :end], [window - overlap] * index + [window])
+            torch.testing.assert_close(logits[:, owned_from:end], reference[:, owned_from:end], rtol=0, atol=2e-6)
+        assert (afresh - logits).abs().max() > 1e-5
+
+
+@pytest.mark.parametrize("family", ["qwen3_5_text", "falcon_h1", "lfm2"])
+def test_a_window_split_at_its_stride_equals_one_call(family):
+    """With h_prev, carried states and an overlap, a window to summarize runs as two calls on one cache (its first
+    stride tokens, then the rest): the same hidden states as the window in one call, and the same h_prev and states
+    for the next window as a call on the first stride tokens alone."""
+    model, _ = models(family, overlap=3, carry_layer_states=True)
+    embeds = model.get_input_embeddings()(tokens(16))
+    with torch.no_grad():
+        _, h_prev, states = model.run_window(embeds[:, :8], None, 5, True)  # a first window: h_prev and states
+        window = embeds[:, 5:13]
+        hidden, next_h_prev, next_states = model.run_window(window, h_prev, 5, True, states)
+        one_call, _, _ = model.run_window(window, h_prev, 5, False, states)
+        _, stride_h_prev, stride_states = model.run_window(window[:, :5], h_prev, 5, True, states)
+    torch.testing.assert_close(hidden, one_call, rtol=0, atol=1e-6)
+    torch.testing.assert_close(next_h_prev, stride_h_prev, rtol=0, atol=1e-6)
+    assert next_states.keys() == stride_states.keys() and next_states
+    for index in next_states:
+        for mine, theirs in zip(next_states[index], stride_states[index]):
+            torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("family, overlap", [("qwen3_5_text", 0), ("falcon_h1", 0), ("lfm2_moe", 0),
+                                             ("qwen3_5_text", 3)])
+def test_carried_layer_states_stream_generate_and_train_as_one_call(family, overlap):
     """With h_prev and carried states: chunked calls and `generate` equal one call; gradients with window
     checkpointing equal those without, and reach the first window's tokens through the carried states alone."""
-    model, _ = models(family, overlap=0, carry_layer_states=True)
+    model, _ = models(family, overlap=overlap, carry_layer_states=True)
     x = tokens(30)
     with torch.no_grad():
         whole = model(x).logits
@@ -614,7 +663,7 @@ def test_carried_layer_states_stream_generate_and_train_as_one_call(family):
     three_windows = x[:, :24]
     third_only = three_windows.masked_fill(torch.arange(24) < 17, -100)  # labels predicted in window 3 only
     for carry in (True, False):
-        plain, _ = models(family, overlap=0, use_recurrence=False, carry_layer_states=carry)
+        plain, _ = models(family, overlap=overlap, use_recurrence=False, carry_layer_states=carry)
         embeds = plain.get_input_embeddings()(three_windows).detach().requires_grad_()
         hook = plain.get_input_embeddings().register_forward_hook(lambda module, args, output: embeds)
         plain(three_windows, labels=third_only).loss.backward()
@@ -629,20 +678,14 @@ def test_carried_layer_states_stream_generate_and_train_as_one_call(family):
     ("minimax", {}, "cannot carry a 'minimax' model's layer states: its lightning attention keeps its state in a "
                     "cache of its own"),
     ("llama", {}, "cannot carry a 'llama' model's layer states: it has no recurrent layers"),
-    ("qwen3_5_text", {"overlap": 2}, "carry_layer_states needs overlap=0 and no memory tokens"),
-    ("qwen3_5_text", {"num_memory_tokens": 2}, "carry_layer_states needs overlap=0 and no memory tokens"),
+    ("qwen3_5_text", {"num_memory_tokens": 2}, "carry_layer_states carries h_prev or nothing beside the layers' "
+                                               "states, not memory tokens, got num_memory_tokens=2"),
 ])
 def test_carrying_layer_states_is_refused_where_it_would_be_wrong(family, fields, message):
     decoder = AutoModelForCausalLM.from_config({**FAMILIES, **WITHOUT_ATTENTION}[family](2))
     with pytest.raises(ValueError, match=message):
         CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=family != "mamba",
                                     carry_layer_states=True, **fields)
-
-
-def test_an_overlap_at_call_time_is_refused_when_carrying_layer_states():
-    model, _ = models("qwen3_5_text", overlap=0, carry_layer_states=True)
-    with pytest.raises(ValueError, match=r"carry_layer_states reads windows without overlap \(.*\), got overlap=3$"):
-        model(tokens(), overlap=3)
 
 
 def test_carrying_a_mamba2_models_states_needs_the_transformers_that_continues_its_scan(monkeypatch):

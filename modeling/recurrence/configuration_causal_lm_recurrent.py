@@ -33,11 +33,12 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
             Needs `use_recurrence`.
         carry_layer_states (`bool`, defaults to False): in a hybrid (Qwen3.5, Qwen3-Next, LFM2, Granite 4, Bamba,
             Falcon-H1, Nemotron-H, Kimi Linear) or a Mamba-2 model, its recurrent layers (gated DeltaNet, Mamba-2,
-            short convolutions, delta attention) carry their state from the end of one window to the start of the
-            next, so they read the whole document as in one pass, while its softmax-attention layers read each window
-            afresh; with h_prev, without (`use_recurrence=False`), not with memory tokens. Not in the paper, whose
-            GPT-2 has no such layers (there every layer reads each window afresh, the default here). Needs
-            `overlap=0`: only then is the state after one window the state before the next.
+            short convolutions, delta attention) carry their state from one window to the next, so they read the
+            whole document as in one pass, while its softmax-attention layers read each window afresh; with h_prev,
+            without (`use_recurrence=False`), not with memory tokens. With an overlap, the state a window passes on is
+            the one after its first `T - overlap` tokens (those the next window does not repeat), so every token
+            enters the states once. Not in the paper, whose GPT-2 has no such layers (there every layer reads each
+            window afresh, the default here).
     """
 
     model_type = "causal_lm_recurrent"
@@ -74,10 +75,9 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
         if num_memory_tokens < 0 or (num_memory_tokens and not use_recurrence):
             raise ValueError(f"num_memory_tokens must be >= 0, and 0 without use_recurrence, got {num_memory_tokens}")
         check_window_positions(decoder_config, window_size, num_memory_tokens)
-        if carry_layer_states and (overlap or num_memory_tokens):
-            raise ValueError(f"carry_layer_states needs overlap=0 and no memory tokens (a layer's state after one "
-                             f"window is the state before the next only then), got overlap={overlap}, "
-                             f"num_memory_tokens={num_memory_tokens}")
+        if carry_layer_states and num_memory_tokens:
+            raise ValueError(f"carry_layer_states carries h_prev or nothing beside the layers' states, not memory "
+                             f"tokens, got num_memory_tokens={num_memory_tokens}")
         self.window_size = window_size
         self.overlap = overlap
         self.insertion_layer = insertion_layer

@@ -318,21 +318,29 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         layer l_ins (or the read memory before the tokens), its recurrent layers starting from `layer_states` with
         `carry_layer_states`. Returns the final hidden states `(batch, t, hidden)` and, if `summarize`, what the next
         window receives: h_prev pooled over the window's first `stride` tokens (or the written memory), and the
-        recurrent layers' states at the window's end (with `carry_layer_states`, else None)."""
+        recurrent layers' states after those tokens (with `carry_layer_states`, else None).
+
+        With `carry_layer_states` and an overlap, a window to summarize runs in two calls on one cache: its first
+        `stride` tokens (after which the layers' states are the next window's), then the rest, which attend to the
+        first part's cached keys and values; the hidden states are those of one call."""
         if self.memory is not None:
             return *self._run_window_with_memory(window_embeds, h_prev, summarize), None
         t = window_embeds.shape[1]
         outputs, hooks = [], []
         insert = h_prev is not None
+        done = 0  # tokens of the window already in the cache (the second call of a split window)
+        additive = self.decoder.config._attn_implementation != "sdpa"
 
         def before(layer, args, kwargs):  # layer l_ins: h_prev first, its mask column and its rotation at -1
             call = inspect.signature(layer.forward).bind(*args, **kwargs).arguments
             call.update(call.pop("kwargs", {}))
             hidden = call["hidden_states"]
+            if done:  # h_prev's key and value are in the cache: only its mask column
+                call["attention_mask"] = causal_mask(hidden.shape[1], hidden, additive=additive, past=done + 1)
+                return (), call
             call["hidden_states"] = torch.cat([h_prev[:, None, :].to(hidden.dtype), hidden], dim=1)
             # h_prev first, seen by every position
-            additive = self.decoder.config._attn_implementation != "sdpa"
-            call["attention_mask"] = causal_mask(t + 1, hidden, additive=additive)
+            call["attention_mask"] = causal_mask(hidden.shape[1] + 1, hidden, additive=additive)
             rotary, given = self.rotary_embedding, call.get("position_embeddings")
             if (rotary is None) != (given is None):
                 problem = ("take position_embeddings but no single rotary embedding was found" if rotary is None
@@ -349,7 +357,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         def after(index):
             def hook(layer, args, kwargs, output):
                 hidden = output[0] if isinstance(output, tuple) else output
-                if insert and index == self.config.insertion_layer:  # h_prev's own output is dropped
+                if insert and index == self.config.insertion_layer and not done:  # h_prev's own output is dropped
                     hidden = hidden[:, 1:]
                     output = (hidden, *output[1:]) if isinstance(output, tuple) else hidden
                 outputs.append(hidden)
@@ -357,27 +365,33 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             return hook
 
         layers = decoder_layers(self.decoder)
+        stack, cache, caching = decoder_stack(self.decoder), None, {"use_cache": False}
+        if self.config.carry_layer_states:  # transformers renamed past_key_values to cache in 5.24
+            cache = carrying_cache(self.decoder.config, layer_states)
+            name = "cache" if "cache" in inspect.signature(stack.forward).parameters else "past_key_values"
+            caching = {"use_cache": True, name: cache}
+        split = cache is not None and summarize and stride < t
+        next_layer_states = None
         try:
             if insert:
                 hooks.append(layers[self.config.insertion_layer].register_forward_pre_hook(before, with_kwargs=True))
             for index, layer in enumerate(layers):
                 hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
-            positions = torch.arange(t, device=window_embeds.device)[None]
-            stack, cache, caching = decoder_stack(self.decoder), None, {"use_cache": False}
-            if self.config.carry_layer_states:  # transformers renamed past_key_values to cache in 5.24
-                cache = carrying_cache(self.decoder.config, layer_states)
-                name = "cache" if "cache" in inspect.signature(stack.forward).parameters else "past_key_values"
-                caching = {"use_cache": True, name: cache}
-            hidden = stack(inputs_embeds=window_embeds, position_ids=positions, **caching).last_hidden_state
+            parts = []
+            for part in ((slice(0, stride), slice(stride, t)) if split else (slice(0, t),)):
+                positions = torch.arange(part.start, part.stop, device=window_embeds.device)[None]
+                parts.append(stack(inputs_embeds=window_embeds[:, part], position_ids=positions,
+                                   **caching).last_hidden_state)
+                if summarize and cache is not None and next_layer_states is None:
+                    next_layer_states = cached_layer_states(cache)  # after the first `stride` tokens
+                done = part.stop
         finally:
             for hook in hooks:
                 hook.remove()
-        next_h_prev = next_layer_states = None
-        if summarize and self.recurrence is not None:
-            next_h_prev = self.recurrence([state[:, :stride] for state in outputs])
-        if summarize and cache is not None:
-            next_layer_states = cached_layer_states(cache)
-        return hidden, next_h_prev, next_layer_states
+        next_h_prev = None
+        if summarize and self.recurrence is not None:  # the first call's outputs: one per layer
+            next_h_prev = self.recurrence([state[:, :stride] for state in outputs[:len(layers)]])
+        return torch.cat(parts, dim=1) if split else parts[0], next_h_prev, next_layer_states
 
     def _run_window_with_memory(self, tokens: torch.Tensor, read: torch.Tensor | None, summarize: bool):
         """[read memory, tokens, write memory] through the unmodified model (the write positions only if the window
@@ -399,9 +413,6 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             if kwargs.get(name) is not None:
                 raise ValueError(f"CausalLMWithRecurrence keeps its state in recurrent_state and cannot use a "
                                  f"{type(kwargs[name]).__name__} ({name}): pass use_cache=False")
-        if self.config.carry_layer_states and overlap:
-            raise ValueError(f"carry_layer_states reads windows without overlap (a layer's state after one window is "
-                             f"the state before the next only then), got overlap={overlap}")
         return super().forward(input_ids, attention_mask, labels, recurrent_state, overlap, return_dict)
 
     forward.__doc__ = RecurrentCausalLMMixin.forward.__doc__

@@ -39,10 +39,11 @@ def check_overlap(window_size: int, overlap: int) -> None:
         raise ValueError(f"overlap must satisfy 0 <= overlap < window_size={window_size}, got {overlap}")
 
 
-def causal_mask(length: int, like: torch.Tensor, additive: bool = True) -> torch.Tensor:
-    """The `(1, 1, length, length)` causal mask in the form an attention implementation takes: additive in `like`'s
-    dtype (eager attention; GPT-2's needs it explicit), or boolean, True where attending is allowed (SDPA)."""
-    allowed = torch.ones(length, length, dtype=torch.bool, device=like.device).tril()[None, None]
+def causal_mask(length: int, like: torch.Tensor, additive: bool = True, past: int = 0) -> torch.Tensor:
+    """The `(1, 1, length, past + length)` causal mask of `length` queries after `past` cached keys, in the form an
+    attention implementation takes: additive in `like`'s dtype (eager attention; GPT-2's needs it explicit), or
+    boolean, True where attending is allowed (SDPA)."""
+    allowed = torch.ones(length, past + length, dtype=torch.bool, device=like.device).tril(past)[None, None]
     if not additive:
         return allowed
     return torch.zeros(allowed.shape, dtype=like.dtype, device=like.device).masked_fill(
