@@ -83,9 +83,12 @@ VARIANTS = {
     "memory4": Variant(True, 0, 4, (0,)),
     "carried": Variant(False, 0, 0, (0,), carry_layer_states=True),
     "h_prev-carried": Variant(True, 0, 0, (0,), carry_layer_states=True),
+    "carried-overlap16": Variant(False, 16, 0, (16,), carry_layer_states=True),
+    "h_prev-overlap16-carried": Variant(True, 16, 0, (16,), carry_layer_states=True),
 }
 DEFAULT_VARIANTS = {"llama": ["baseline", "h_prev", "h_prev-overlap16", "memory4"],
-                    "qwen3_5": ["baseline", "h_prev", "carried", "h_prev-carried"]}
+                    "qwen3_5": ["baseline", "h_prev", "carried", "h_prev-carried", "h_prev-overlap16", "carried-overlap16",
+                                "h_prev-overlap16-carried"]}
 
 
 def parse_args(argv=None):
@@ -102,7 +105,7 @@ def parse_args(argv=None):
     parser.add_argument("--pretrain-batch-size", type=int, default=32)
     parser.add_argument("--pretrain-learning-rate", type=float, default=1e-3)
     parser.add_argument("--variants", nargs="*", choices=list(VARIANTS),
-                        help="the fine-tuned variants (default: the family's four, " + "; ".join(
+                        help="the fine-tuned variants (default: " + "; ".join(
                             f"{family}: {' '.join(names)}" for family, names in DEFAULT_VARIANTS.items())
                         + "; none: only the pretrained model as it is)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
