@@ -30,7 +30,6 @@ from lengthgen.data.kjv import kjv_books
 
 CORPORA = ("pg19", "wikitext103", "kjv")
 SPLITS = ("train", "validation", "test")
-WIKITEXT_FILES = {"train": "wiki.train.raw", "validation": "wiki.valid.raw", "test": "wiki.test.raw"}
 # An article starts with a top-level heading " = Title = "; section headings have two or more "=" (" = = Life = = ").
 WIKITEXT_ARTICLE_HEADING = re.compile(r"^ = [^=].* = $")
 DOCUMENT_FEATURES = datasets.Features({"name": datasets.Value("string"), "text": datasets.Value("string")})
