@@ -279,7 +279,9 @@ def report(args, root: Path):
 
         figure, axes = plt.subplots(figsize=(6, 4))
         for name, row in rows.items():
-            marker = "o" if not row["use_recurrence"] else ("s" if row["num_memory_tokens"] else "*")
+            marker = ("s" if row["num_memory_tokens"] else "*" if row["use_recurrence"] else "o")
+            if row["carry_layer_states"]:  # filled for h_prev, hollow without
+                marker = "P" if row["use_recurrence"] else "D"
             axes.errorbar(row["flops_per_token"] / 1e6, row["perplexity_per_word"],
                           yerr=row["perplexity_per_word_std"] or 0, fmt=marker, capsize=3, markersize=9, label=name)
         axes.set_xlabel("forward FLOPs per token (millions)")
