@@ -605,12 +605,34 @@ def test_carried_layer_states_with_an_overlap_pass_on_the_state_after_the_stride
         assert (afresh - logits).abs().max() > 1e-5
 
 
+@pytest.mark.parametrize("overlap", [0, 3])
+@pytest.mark.parametrize("family", CARRYING)
+def test_carried_layer_states_read_one_token_at_a_time_as_in_one_call(family, overlap):
+    """Token by token (as `generate` reads), each call runs the unfinished window again from the states at its start;
+    a window's first token takes the layers' one-token decoding step, which updates the states it is given in place:
+    the states kept for the window's start must not change (they did: 0.03 off on Qwen3.5)."""
+    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
+    if transformers_version() < needed:
+        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
+    model, _ = models(family, overlap=overlap, use_recurrence=False, carry_layer_states=True)
+    x = tokens(20)
+    with torch.no_grad():
+        whole = model(x).logits
+        state, logits = None, []
+        for at in range(x.shape[1]):
+            out = model(x[:, at:at + 1], recurrent_state=state)
+            state = out.recurrent_state
+            logits.append(out.logits)
+    torch.testing.assert_close(torch.cat(logits, dim=1), whole, rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("family", ["qwen3_5_text", "falcon_h1", "lfm2"])
 def test_a_window_split_at_its_stride_equals_one_call(family):
     """With h_prev, carried states and an overlap, a window to summarize runs as two calls on one cache (its first
     stride tokens, then the rest): the same hidden states as the window in one call, and the same h_prev and states
-    for the next window as a call on the first stride tokens alone."""
-    model, _ = models(family, overlap=3, carry_layer_states=True)
+    for the next window as a call on the first stride tokens alone. Four layers: attention at l_ins and above it."""
+    model, decoder = models(family, overlap=3, layers=4, carry_layer_states=True)
+    assert len(softmax_attention_layers(decoder)) >= 2
     embeds = model.get_input_embeddings()(tokens(16))
     with torch.no_grad():
         _, h_prev, states = model.run_window(embeds[:, :8], None, 5, True)  # a first window: h_prev and states
@@ -631,12 +653,12 @@ def test_a_window_split_at_its_stride_equals_one_call(family):
 def test_carried_layer_states_stream_generate_and_train_as_one_call(family, overlap):
     """With h_prev and carried states: chunked calls and `generate` equal one call; gradients with window
     checkpointing equal those without, and reach the first window's tokens through the carried states alone."""
-    model, _ = models(family, overlap=overlap, carry_layer_states=True)
+    model, _ = models(family, overlap=overlap, layers=4, carry_layer_states=True)
     x = tokens(30)
     with torch.no_grad():
         whole = model(x).logits
         state, logits, at = None, [], 0
-        for size in (7, 1, 12, 10):
+        for size in (7, 1, 1, 11, 10):  # the third call: a window's first token alone
             out = model(x[:, at:at + size], recurrent_state=state)
             state, at = out.recurrent_state, at + size
             logits.append(out.logits)

@@ -162,9 +162,11 @@ def _assign_recurrent_state(layer, recurrent_states, state_idx=0, **kwargs):
 
 
 def carrying_cache(config, layer_states: dict | None) -> DynamicCache:
-    """A fresh cache for one window whose recurrent layers start from `layer_states` (from zero if None). transformers'
-    cache layers copy each new state into their tensors in place, which autograd cannot go back through once the next
-    window has read them; here the states are assigned."""
+    """A fresh cache for one window whose recurrent layers start from copies of `layer_states` (from zero if None).
+    transformers' cache layers copy each new state into their tensors in place, which autograd cannot go back through
+    once the next window has read them; here the states are assigned. The copies: a one-token call takes the layers'
+    decoding step, which updates the states it is given in place, and `layer_states` (the state at a window's start,
+    read again each time an unfinished window is run again) must not change."""
     cache = DynamicCache(config=config)
     for index, layer in enumerate(cache.layers):
         if not isinstance(layer, LinearAttentionCacheLayerMixin):
@@ -173,10 +175,10 @@ def carrying_cache(config, layer_states: dict | None) -> DynamicCache:
         layer.update_recurrent_state = MethodType(_assign_recurrent_state, layer)
         for state_idx, (conv, recurrent) in enumerate((layer_states or {}).get(index, ())):
             if conv is not None:
-                layer.conv_states[state_idx], layer.conv_kernel_size[state_idx] = conv, conv.shape[-1]
+                layer.conv_states[state_idx], layer.conv_kernel_size[state_idx] = conv.clone(), conv.shape[-1]
                 layer.is_conv_states_initialized[state_idx] = layer.has_previous_state[state_idx] = True
             if recurrent is not None:
-                _assign_recurrent_state(layer, recurrent, state_idx)
+                _assign_recurrent_state(layer, recurrent.clone(), state_idx)
     return cache
 
 
@@ -331,9 +333,21 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         done = 0  # tokens of the window already in the cache (the second call of a split window)
         additive = self.decoder.config._attn_implementation != "sdpa"
 
-        def before(layer, args, kwargs):  # layer l_ins: h_prev first, its mask column and its rotation at -1
+        def bound(layer, args, kwargs) -> dict:
             call = inspect.signature(layer.forward).bind(*args, **kwargs).arguments
             call.update(call.pop("kwargs", {}))
+            return call
+
+        def second_call_mask(layer, args, kwargs):  # the other attention layers: the stack's mask counts h_prev's
+            if not done:  # key in l_ins's cache, which they do not have
+                return None
+            call = bound(layer, args, kwargs)
+            call["attention_mask"] = causal_mask(call["hidden_states"].shape[1], call["hidden_states"],
+                                                 additive=additive, past=done)
+            return (), call
+
+        def before(layer, args, kwargs):  # layer l_ins: h_prev first, its mask column and its rotation at -1
+            call = bound(layer, args, kwargs)
             hidden = call["hidden_states"]
             if done:  # h_prev's key and value are in the cache: only its mask column
                 call["attention_mask"] = causal_mask(hidden.shape[1], hidden, additive=additive, past=done + 1)
@@ -375,6 +389,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         try:
             if insert:
                 hooks.append(layers[self.config.insertion_layer].register_forward_pre_hook(before, with_kwargs=True))
+            if insert and split:
+                hooks += [layers[index].register_forward_pre_hook(second_call_mask, with_kwargs=True)
+                          for index in softmax_attention_layers(self.decoder) if index != self.config.insertion_layer]
             for index, layer in enumerate(layers):
                 hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
             parts = []
