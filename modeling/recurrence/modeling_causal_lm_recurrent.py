@@ -338,20 +338,20 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             call.update(call.pop("kwargs", {}))
             return call
 
-        def second_call_mask(layer, args, kwargs):  # the other attention layers: the stack's mask counts h_prev's
-            if not done:  # key in l_ins's cache, which they do not have
-                return None
-            call = bound(layer, args, kwargs)
+        def after_cached(call, cached):  # the second call of a split window: its queries follow `cached` keys
             call["attention_mask"] = causal_mask(call["hidden_states"].shape[1], call["hidden_states"],
-                                                 additive=additive, past=done)
+                                                 additive=additive, past=cached)
             return (), call
+
+        def second_call_mask(layer, args, kwargs):  # the other attention layers: the stack's mask counts h_prev's
+            # key in l_ins's cache, which they do not have
+            return after_cached(bound(layer, args, kwargs), done) if done else None
 
         def before(layer, args, kwargs):  # layer l_ins: h_prev first, its mask column and its rotation at -1
             call = bound(layer, args, kwargs)
-            hidden = call["hidden_states"]
             if done:  # h_prev's key and value are in the cache: only its mask column
-                call["attention_mask"] = causal_mask(hidden.shape[1], hidden, additive=additive, past=done + 1)
-                return (), call
+                return after_cached(call, done + 1)
+            hidden = call["hidden_states"]
             call["hidden_states"] = torch.cat([h_prev[:, None, :].to(hidden.dtype), hidden], dim=1)
             # h_prev first, seen by every position
             call["attention_mask"] = causal_mask(hidden.shape[1] + 1, hidden, additive=additive)
@@ -368,10 +368,12 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                 call["position_embeddings"] = prepend(rotary(hidden, position_ids=at, **self.rotary_layer_type), given)
             return (), call
 
-        def after(index):
+        def after(index):  # the first call's outputs: h_prev's own dropped, the layers' kept for the summary
             def hook(layer, args, kwargs, output):
+                if done:
+                    return output
                 hidden = output[0] if isinstance(output, tuple) else output
-                if insert and index == self.config.insertion_layer and not done:  # h_prev's own output is dropped
+                if insert and index == self.config.insertion_layer:  # h_prev's own output is dropped
                     hidden = hidden[:, 1:]
                     output = (hidden, *output[1:]) if isinstance(output, tuple) else hidden
                 outputs.append(hidden)
@@ -392,22 +394,23 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             if insert and split:
                 hooks += [layers[index].register_forward_pre_hook(second_call_mask, with_kwargs=True)
                           for index in softmax_attention_layers(self.decoder) if index != self.config.insertion_layer]
-            for index, layer in enumerate(layers):
-                hooks.append(layer.register_forward_hook(after(index), with_kwargs=True))
+            if insert or (summarize and self.recurrence is not None):
+                hooks += [layer.register_forward_hook(after(index), with_kwargs=True)
+                          for index, layer in enumerate(layers)]
             parts = []
             for part in ((slice(0, stride), slice(stride, t)) if split else (slice(0, t),)):
                 positions = torch.arange(part.start, part.stop, device=window_embeds.device)[None]
                 parts.append(stack(inputs_embeds=window_embeds[:, part], position_ids=positions,
                                    **caching).last_hidden_state)
-                if summarize and cache is not None and next_layer_states is None:
+                if summarize and cache is not None and part.start == 0:
                     next_layer_states = cached_layer_states(cache)  # after the first `stride` tokens
                 done = part.stop
         finally:
             for hook in hooks:
                 hook.remove()
         next_h_prev = None
-        if summarize and self.recurrence is not None:  # the first call's outputs: one per layer
-            next_h_prev = self.recurrence([state[:, :stride] for state in outputs[:len(layers)]])
+        if summarize and self.recurrence is not None:
+            next_h_prev = self.recurrence([state[:, :stride] for state in outputs])
         return torch.cat(parts, dim=1) if split else parts[0], next_h_prev, next_layer_states
 
     def _run_window_with_memory(self, tokens: torch.Tensor, read: torch.Tensor | None, summarize: bool):
