@@ -537,6 +537,12 @@ def test_a_key_value_cache_is_refused():
         model(tokens(), past_key_values=DynamicCache())
 
 
+def skip_unless_this_transformers_carries(family):
+    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
+    if transformers_version() < needed:
+        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
+
+
 def one_pass_with_attention_in_blocks(decoder, x, blocks):
     """The unmodified model over the whole of `x` in one pass, its softmax-attention layers confined to consecutive
     blocks of the given lengths (a block-diagonal causal mask, positions restarting at 0 in each block), its other
@@ -570,9 +576,7 @@ def one_pass_with_attention_in_windows(decoder, x, window):
 def test_carried_layer_states_read_the_document_as_one_pass(family):
     """Without h_prev, the wrapper with `carry_layer_states` equals one pass of the unmodified model whose attention
     layers see only their window; without carrying, it does not (each window's recurrent layers start from zero)."""
-    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
-    if transformers_version() < needed:
-        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
+    skip_unless_this_transformers_carries(family)
     x = tokens(24)
     model, decoder = models(family, overlap=0, use_recurrence=False, carry_layer_states=True)
     afresh, _ = models(family, overlap=0, use_recurrence=False)
@@ -590,9 +594,7 @@ def test_carried_layer_states_with_an_overlap_pass_on_the_state_after_the_stride
     starts from the states after windows 0..w-1's first s tokens. So its logits are those of one pass of the
     unmodified model over the document up to its end, attention confined to blocks s, ..., s (w of them), then T (the
     window itself)."""
-    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
-    if transformers_version() < needed:
-        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
+    skip_unless_this_transformers_carries(family)
     window, overlap, x = 8, 3, tokens(27)
     model, decoder = models(family, window=window, overlap=overlap, use_recurrence=False, carry_layer_states=True)
     with torch.no_grad():
@@ -611,9 +613,7 @@ def test_carried_layer_states_read_one_token_at_a_time_as_in_one_call(family, ov
     """Token by token (as `generate` reads), each call runs the unfinished window again from the states at its start;
     a window's first token takes the layers' one-token decoding step, which updates the states it is given in place:
     the states kept for the window's start must not change (they did: 0.03 off on Qwen3.5)."""
-    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
-    if transformers_version() < needed:
-        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
+    skip_unless_this_transformers_carries(family)
     model, _ = models(family, overlap=overlap, use_recurrence=False, carry_layer_states=True)
     x = tokens(20)
     with torch.no_grad():
