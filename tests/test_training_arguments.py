@@ -2,7 +2,6 @@
 logs under the output folder even in a run that only evaluates, and the wall-clock budget in every training script."""
 
 import json
-import random
 import sys
 import types
 from pathlib import Path
@@ -19,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 import run_classification  # noqa: E402
 import run_clm_recurrent  # noqa: E402
+from test_run_clm_recurrent import write_wikitext  # noqa: E402
 
 
 def event_files(root: Path) -> list[Path]:
@@ -63,20 +63,15 @@ def test_the_recurrent_lm_script_stops_by_its_budget_and_resumes(tmp_path, monke
     """run_clm_recurrent.py takes --max_train_seconds: a clock that advances one second per reading stops training
     after step 9 of 20 with a checkpoint; the same command without the budget resumes from it and ends with the weights
     of one uninterrupted run."""
-    rng = random.Random(0)
-    words = "the a of king queen river town said went came , .".split()
-    for split, count in (("train", 6), ("valid", 1), ("test", 1)):
-        articles = "".join(f" = Article {split} {i} = \n" + " ".join(rng.choice(words) for _ in range(60)) + " \n"
-                           for i in range(count))
-        (tmp_path / f"wiki.{split}.raw").write_text(articles)
-    word_tokenizer([(tmp_path / "wiki.train.raw").read_text()]).save_pretrained(tmp_path / "tokenizer")
-    GPT2Config(n_positions=16, n_embd=16, n_layer=2, n_head=2).save_pretrained(tmp_path / "config")
+    raw = tmp_path / "wikitext"
+    word_tokenizer(list(write_wikitext(raw).values())).save_pretrained(tmp_path / "tokenizer")
+    GPT2Config(n_positions=16, n_embd=16, n_layer=2, n_head=2).save_pretrained(tmp_path / "config")  # dropout 0.1
 
     def run(output, *extra):
         return run_clm_recurrent.main([
             "--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
-            "--corpus", "wikitext103", "--train_file", str(tmp_path / "wiki.train.raw"),
-            "--validation_file", str(tmp_path / "wiki.valid.raw"), "--window_size", "8", "--windows_per_example", "2",
+            "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
+            "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--windows_per_example", "2",
             "--insertion_layer", "1", "--output_dir", str(output), "--do_train", "--max_steps", "20",
             "--per_device_train_batch_size", "2", "--save_strategy", "no", "--report_to", "none", "--seed", "0",
             *extra])
