@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One piece of the paper-scale presets on a lent GPU machine, prepared so that a session's few minutes of device time
+# go to training. The machine starts bare (no `datasets`; docs: the device README), runs one command of at most ten
+# minutes, and returns at most 8 files of at most 16 MiB from $OUT.
+#
+#   here, once:   bash benchmarks/gpu_piece.sh --wheels
+#                 (writes .whl/, git-ignored: the wheels of the dependencies the GPU image lacks)
+#   there:        the device's run with carry [".whl"], timeout_s 560 and the command
+#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-backward-paper ndr-ctl-backward-paper-code
+#                 (the presets train side by side on the one GPU for 420 s each, resuming from
+#                 docs/results/pieces/NAME/ where a piece is there; each leaves $OUT/NAME/ with its packed checkpoint,
+#                 its results JSON and plot: at most two presets, for the 8 files that come back)
+#   here, after:  bash benchmarks/gpu_piece.sh --collect FILES_AT
+#                 (the parts replace docs/results/pieces/NAME/'s, the JSON and plot go to docs/results/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--wheels" ]]; then
+    # versions of this machine's environment; pure-Python wheels (multiprocess: one per Python, the image has 3.12)
+    wanted=()
+    for name in datasets dill multiprocess evaluate; do
+        wanted+=("$name==$(python -c "import importlib.metadata as m; print(m.version('$name'))")")
+    done
+    rm -rf .whl
+    python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl "${wanted[@]}"
+    ls .whl
+    exit 0
+fi
+
+if [[ "${1:-}" == "--collect" ]]; then
+    files_at=${2:?"--collect needs the folder the device's files were copied to (the reply's files_at)"}
+    for folder in "$files_at"/*/; do
+        name=$(basename "$folder")
+        if ls "$folder"/checkpoint-*.tar.part* > /dev/null 2>&1; then
+            rm -f docs/results/pieces/"$name"/checkpoint-*.tar.part*
+            mkdir -p docs/results/pieces/"$name"
+            cp "$folder"/checkpoint-*.tar.part* docs/results/pieces/"$name"/
+        fi
+        cp "$folder"/"$name".json "$folder"/"$name".png docs/results/ 2>/dev/null || true
+        echo "$name: $(ls "$folder" | tr '\n' ' ')"
+    done
+    exit 0
+fi
+
+seconds=${1:?"usage: gpu_piece.sh SECONDS PRESET [PRESET] | --wheels | --collect FILES_AT"}
+shift
+(( $# >= 1 && $# <= 2 )) || { echo "gpu_piece.sh: one or two presets (8 files come back from \$OUT)" >&2; exit 2; }
+out=${OUT:?"gpu_piece.sh: \$OUT (the device's folder of files to bring back) is not set"}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+if ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site
+fi
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+
+pids=()
+for name in "$@"; do
+    resume=()
+    [[ -d docs/results/pieces/$name ]] && resume=(--unpack-from "docs/results/pieces/$name")
+    python3 benchmarks/reproduce.py "$name" --max-train-seconds "$seconds" "${resume[@]}" --pack-to "$out/$name" \
+        > "/tmp/$name.out" 2>&1 &
+    pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+for name in "$@"; do
+    cp docs/results/"$name".json docs/results/"$name".png "$out/$name/" 2>/dev/null || true
+    echo "== $name"
+    tail -c 2000 "/tmp/$name.out" | tr '\r' '\n' | tail -n 25
+done
+exit $status
