@@ -15,6 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() {  # a command-line mistake: one line, exit status 2
+    echo "gpu_piece.sh: $1 (usage: gpu_piece.sh SECONDS PRESET [PRESET] | --wheels | --collect FILES_AT)" >&2
+    exit 2
+}
+
 if [[ "${1:-}" == "--wheels" ]]; then
     # versions of this machine's environment; pure-Python wheels (multiprocess: one per Python, the image has 3.12)
     wanted=()
@@ -29,7 +34,8 @@ if [[ "${1:-}" == "--wheels" ]]; then
 fi
 
 if [[ "${1:-}" == "--collect" ]]; then
-    files_at=${2:?"--collect needs the folder the device's files were copied to (the reply's files_at)"}
+    files_at=${2:-}
+    [[ -d "$files_at" ]] || usage "--collect needs the folder the device's files were copied to (the reply's files_at)"
     for folder in "$files_at"/*/; do
         name=$(basename "$folder")
         if ls "$folder"/checkpoint-*.tar.part* > /dev/null 2>&1; then
@@ -43,10 +49,12 @@ if [[ "${1:-}" == "--collect" ]]; then
     exit 0
 fi
 
-seconds=${1:?"usage: gpu_piece.sh SECONDS PRESET [PRESET] | --wheels | --collect FILES_AT"}
+seconds=${1:-}
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || usage "SECONDS must be a positive whole number, not '$seconds'"
 shift
-(( $# >= 1 && $# <= 2 )) || { echo "gpu_piece.sh: one or two presets (8 files come back from \$OUT)" >&2; exit 2; }
-out=${OUT:?"gpu_piece.sh: \$OUT (the device's folder of files to bring back) is not set"}
+(( $# >= 1 && $# <= 2 )) || usage "one or two presets (8 files come back from \$OUT), not $#"
+[[ -n "${OUT:-}" ]] || usage "\$OUT (the device's folder of files to bring back) is not set"
+out=$OUT
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 if ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -294,3 +294,50 @@ def test_length_binning_harness_trains_the_same_problems_in_both_orders_with_les
     r = results["models"][0]
     assert r["binned_over_random"] == pytest.approx(r["seconds_per_step"]["binned"] / r["seconds_per_step"]["random"])
     assert r["padded_over_real_tokens"]["binned"] <= r["padded_over_real_tokens"]["random"]
+
+
+def _gpu_piece_in(root):
+    """benchmarks/gpu_piece.sh copied into a scratch repository `root` (it works from its own checkout's root)."""
+    import shutil
+
+    os.makedirs(os.path.join(root, "benchmarks"))
+    shutil.copy(os.path.join(REPO, "benchmarks", "gpu_piece.sh"), os.path.join(root, "benchmarks"))
+    return os.path.join(root, "benchmarks", "gpu_piece.sh")
+
+
+def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_path):
+    """What comes back from the device (FILES_AT/NAME/: packed parts, JSON, plot) replaces the piece kept in
+    docs/results/pieces/NAME/ (the older step's parts go) and files the results in docs/results/."""
+    import subprocess
+
+    script = _gpu_piece_in(tmp_path / "repo")
+    pieces = tmp_path / "repo" / "docs" / "results" / "pieces" / "ndr-x"
+    pieces.mkdir(parents=True)
+    (pieces / "checkpoint-100.tar.part00").write_text("old")
+    (pieces / "README.md").write_text("kept")
+    back = tmp_path / "files_at" / "ndr-x"
+    back.mkdir(parents=True)
+    for name, text in [("checkpoint-250.tar.part00", "a"), ("checkpoint-250.tar.part01", "b"),
+                       ("ndr-x.json", "{}"), ("ndr-x.png", "png")]:
+        (back / name).write_text(text)
+    subprocess.run(["bash", script, "--collect", str(tmp_path / "files_at")], check=True, capture_output=True)
+    assert sorted(os.listdir(pieces)) == ["README.md", "checkpoint-250.tar.part00", "checkpoint-250.tar.part01"]
+    assert (pieces / "checkpoint-250.tar.part01").read_text() == "b"
+    results = tmp_path / "repo" / "docs" / "results"
+    assert (results / "ndr-x.json").read_text() == "{}" and (results / "ndr-x.png").read_text() == "png"
+
+
+@pytest.mark.parametrize("argv, out, message", [
+    (["60", "a", "b", "c"], "x", "one or two presets"),  # three would bring back more than 8 files
+    (["60", "a"], None, "$OUT"),
+    (["ten", "a"], "x", "SECONDS must be a positive whole number, not 'ten'"),
+    (["--collect", "no-such-folder"], None, "--collect needs the folder"),
+])
+def test_gpu_piece_mistakes_get_one_line_and_status_2(tmp_path, argv, out, message):
+    """Nothing is installed or trained when the command line is wrong: one line naming the problem, exit status 2."""
+    import subprocess
+
+    script = _gpu_piece_in(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "OUT"} | ({"OUT": str(tmp_path / out)} if out else {})
+    result = subprocess.run(["bash", script, *argv], env=env, capture_output=True, text=True)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.splitlines()) == 1
