@@ -4,7 +4,7 @@
     python benchmarks/reproduce.py --list                   # the presets, with the paper's numbers
     python benchmarks/reproduce.py ndr-ctl-backward         # train (or resume), evaluate, write the results
     python benchmarks/reproduce.py ndr-ctl-backward --threads 1 --output-root /data/runs
-    python benchmarks/reproduce.py --table                  # the README table from docs/results/*.json
+    python benchmarks/reproduce.py --table                  # docs/reproduction.md's table, from docs/results/*.json
 
 Each preset is one model on one task: a `hub_configs/` folder, a dataset of lengthgen's, config overrides that scale
 the model to this machine, and training arguments for `examples/run_classification.py` (NDR, transformer) or
