@@ -67,7 +67,7 @@ pids=()
 for name in "$@"; do
     resume=()
     [[ -d docs/results/pieces/$name ]] && resume=(--unpack-from "docs/results/pieces/$name")
-    python3 benchmarks/reproduce.py "$name" --max-train-seconds "$seconds" "${resume[@]}" --pack-to "$out/$name" \
+    python3 benchmarks/reproduce.py "$name" --max-train-seconds "$seconds" ${resume[@]+"${resume[@]}"} --pack-to "$out/$name" \
         > "/tmp/$name.out" 2>&1 &
     pids+=($!)
 done
