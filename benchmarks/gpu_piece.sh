@@ -37,6 +37,7 @@ if [[ "${1:-}" == "--collect" ]]; then
     files_at=${2:-}
     [[ -d "$files_at" ]] || usage "--collect needs the folder the device's files were copied to (the reply's files_at)"
     for folder in "$files_at"/*/; do
+        [[ -d "$folder" ]] || continue  # nothing came back
         name=$(basename "$folder")
         if ls "$folder"/checkpoint-*.tar.part* > /dev/null 2>&1; then
             rm -f docs/results/pieces/"$name"/checkpoint-*.tar.part*

@@ -1,4 +1,6 @@
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -298,8 +300,6 @@ def test_length_binning_harness_trains_the_same_problems_in_both_orders_with_les
 
 def _gpu_piece_in(root):
     """benchmarks/gpu_piece.sh copied into a scratch repository `root` (it works from its own checkout's root)."""
-    import shutil
-
     os.makedirs(os.path.join(root, "benchmarks"))
     shutil.copy(os.path.join(REPO, "benchmarks", "gpu_piece.sh"), os.path.join(root, "benchmarks"))
     return os.path.join(root, "benchmarks", "gpu_piece.sh")
@@ -308,8 +308,6 @@ def _gpu_piece_in(root):
 def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_path):
     """What comes back from the device (FILES_AT/NAME/: packed parts, JSON, plot) replaces the piece kept in
     docs/results/pieces/NAME/ (the older step's parts go) and files the results in docs/results/."""
-    import subprocess
-
     script = _gpu_piece_in(tmp_path / "repo")
     pieces = tmp_path / "repo" / "docs" / "results" / "pieces" / "ndr-x"
     pieces.mkdir(parents=True)
@@ -327,6 +325,17 @@ def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_pat
     assert (results / "ndr-x.json").read_text() == "{}" and (results / "ndr-x.png").read_text() == "png"
 
 
+def test_gpu_piece_collect_with_nothing_back_leaves_the_kept_piece(tmp_path):
+    script = _gpu_piece_in(tmp_path / "repo")
+    pieces = tmp_path / "repo" / "docs" / "results" / "pieces" / "ndr-x"
+    pieces.mkdir(parents=True)
+    (pieces / "checkpoint-100.tar.part00").write_text("old")
+    (tmp_path / "files_at").mkdir()
+    result = subprocess.run(["bash", script, "--collect", str(tmp_path / "files_at")], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == ""
+    assert os.listdir(pieces) == ["checkpoint-100.tar.part00"]
+
+
 @pytest.mark.parametrize("argv, out, message", [
     (["60", "a", "b", "c"], "x", "one or two presets"),  # three would bring back more than 8 files
     (["60", "a"], None, "$OUT"),
@@ -335,8 +344,6 @@ def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_pat
 ])
 def test_gpu_piece_mistakes_get_one_line_and_status_2(tmp_path, argv, out, message):
     """Nothing is installed or trained when the command line is wrong: one line naming the problem, exit status 2."""
-    import subprocess
-
     script = _gpu_piece_in(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "OUT"} | ({"OUT": str(tmp_path / out)} if out else {})
     result = subprocess.run(["bash", script, *argv], env=env, capture_output=True, text=True)
