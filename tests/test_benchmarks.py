@@ -305,13 +305,19 @@ def _gpu_piece_in(root):
     return os.path.join(root, "benchmarks", "gpu_piece.sh")
 
 
-def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_path):
-    """What comes back from the device (FILES_AT/NAME/: packed parts, JSON, plot) replaces the piece kept in
-    docs/results/pieces/NAME/ (the older step's parts go) and files the results in docs/results/."""
+def _repo_with_a_kept_piece(tmp_path):
+    """A scratch repository with gpu_piece.sh and a piece kept at step 100 of preset `ndr-x`: (script, pieces folder)."""
     script = _gpu_piece_in(tmp_path / "repo")
     pieces = tmp_path / "repo" / "docs" / "results" / "pieces" / "ndr-x"
     pieces.mkdir(parents=True)
     (pieces / "checkpoint-100.tar.part00").write_text("old")
+    return script, pieces
+
+
+def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_path):
+    """What comes back from the device (FILES_AT/NAME/: packed parts, JSON, plot) replaces the piece kept in
+    docs/results/pieces/NAME/ (the older step's parts go) and files the results in docs/results/."""
+    script, pieces = _repo_with_a_kept_piece(tmp_path)
     (pieces / "README.md").write_text("kept")
     back = tmp_path / "files_at" / "ndr-x"
     back.mkdir(parents=True)
@@ -326,10 +332,7 @@ def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_pat
 
 
 def test_gpu_piece_collect_with_nothing_back_leaves_the_kept_piece(tmp_path):
-    script = _gpu_piece_in(tmp_path / "repo")
-    pieces = tmp_path / "repo" / "docs" / "results" / "pieces" / "ndr-x"
-    pieces.mkdir(parents=True)
-    (pieces / "checkpoint-100.tar.part00").write_text("old")
+    script, pieces = _repo_with_a_kept_piece(tmp_path)
     (tmp_path / "files_at").mkdir()
     result = subprocess.run(["bash", script, "--collect", str(tmp_path / "files_at")], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout == ""
