@@ -91,6 +91,19 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
     assert json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"] == stored
 
+    # the last checkpoint instead (a piece's end): with checkpoint-6 gone, checkpoint-3, whose validation accuracy at
+    # the trained 2 steps the Trainer logged at step 3
+    shutil.rmtree(run_dir / "checkpoint-6")
+    last = reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(results_dir), steps=(2,),
+                                     last_checkpoint=True)
+    logged = [p for p in saved["learning_curve"] if p["step"] == 3 and "eval_accuracy" in p][0]
+    assert last["validation"]["2"]["all"] == pytest.approx(logged["eval_accuracy"], abs=1e-6)
+    assert json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"]["model"] == "checkpoint-3"
+    for folder in run_dir.glob("checkpoint-*"):
+        shutil.rmtree(folder)
+    with pytest.raises(reproduce.UsageError, match="no checkpoint in"):
+        reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(results_dir), last_checkpoint=True)
+
 
 def test_a_killed_session_counts_until_its_last_checkpoint(tmp_path):
     """A session stopped by a kill wrote no wall time; the next one counts it from its recorded start to its last
