@@ -74,6 +74,35 @@ def test_stopped_by_the_budget_packed_and_resumed_equals_one_uninterrupted_run(t
     assert losses(second) == pytest.approx(losses(whole), abs=1e-6)
 
 
+def test_the_best_checkpoint_travels_with_the_last_and_ends_the_resumed_run(tmp_path):
+    """With load_best_model_at_end, a piece resumed on another machine still ends with the best checkpoint's weights:
+    it is packed beside the last one (without optimizer state), and the Trainer finds it there."""
+    best_args = ["--eval_strategy", "steps", "--eval_steps", "3", "--save_strategy", "steps", "--save_steps", "3",
+                 "--save_total_limit", "2", "--load_best_model_at_end", "true", "--metric_for_best_model", "accuracy",
+                 "--do_eval"]
+    first = tmp_path / "first-machine"
+    train(first, max_steps=6, extra=best_args)
+    # make step 3 the best, beyond any accuracy a later evaluation can reach, so that the run must end with it
+    state_file = first / "checkpoint-6" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    state.update(best_global_step=3, best_metric=2.0, best_model_checkpoint=str(first / "checkpoint-3"))
+    state_file.write_text(json.dumps(state))
+    best_weights = load_file(str(first / "checkpoint-3" / "model.safetensors"))
+
+    pieces.pack_checkpoint(str(first / "checkpoint-6"), str(tmp_path / "out"))
+    second = tmp_path / "second-machine"
+    assert pieces.unpack_checkpoint(str(tmp_path / "out"), str(second)) == str(second / "checkpoint-6")
+    assert (second / "checkpoint-6" / "optimizer.pt").exists()  # the last checkpoint whole, to resume from
+    assert sorted(os.listdir(second / "checkpoint-3")) == sorted(
+        n for n in os.listdir(first / "checkpoint-3") if not n.startswith(pieces.TRAINING_STATE_FILES))
+    assert not (second / "checkpoint-3" / "optimizer.pt").exists()
+    train(second, max_steps=9, extra=best_args)
+    assert json.loads((second / "trainer_state.json").read_text())["best_model_checkpoint"] == str(second / "checkpoint-3")
+    final = load_file(str(second / "model.safetensors"))
+    for key in best_weights:
+        torch.testing.assert_close(final[key], best_weights[key], rtol=0, atol=0, msg=key)
+
+
 def test_budget_callback_checks():
     with pytest.raises(ValueError, match="max_train_seconds must be positive"):
         pieces.TimeBudgetCallback(0)

@@ -7,13 +7,16 @@ Trainer does not have:
   stops (weights, optimizer, scheduler, RNG states and the data position, which the Trainer keeps as the global step
   and skips to on resume). The next piece resumes from it and follows the same curve as an uninterrupted run.
 * `pack_checkpoint` / `unpack_checkpoint`: a checkpoint folder (a dozen files: weights, optimizer, model code,
-  tokenizer, ...) as at most `max_parts` files of at most `part_bytes` each, and back, byte for byte.
+  tokenizer, ...) as at most `max_parts` files of at most `part_bytes` each, and back, byte for byte. The run's best
+  checkpoint so far (`load_best_model_at_end`) travels with it, without its optimizer state: the Trainer forgets a
+  best checkpoint that is not on the machine, and would end the run with its last model instead.
 
 The example scripts take the budget as `--max_train_seconds` (lengthgen.training.arguments).
 """
 
 import glob
 import io
+import json
 import os
 import tarfile
 import time
@@ -22,6 +25,8 @@ from transformers import TrainerCallback
 
 PART_BYTES = 16 * 1024 * 1024
 MAX_PARTS = 8
+# what only resuming from a checkpoint needs: left out of the best checkpoint that travels beside the last one
+TRAINING_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state")
 
 
 class TimeBudgetCallback(TrainerCallback):
@@ -56,12 +61,18 @@ class TimeBudgetCallback(TrainerCallback):
 def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_bytes: int = PART_BYTES,
                     max_parts: int = MAX_PARTS) -> list[str]:
     """Write `checkpoint_dir` (and `extra_files`, stored by base name beside it) as one tar archive cut into parts of at
-    most `part_bytes`: `target_dir/<checkpoint name>.tar.part00`, `.part01`, ... Returns the parts' paths; raises
-    ValueError, writing nothing, when more than `max_parts` would be needed."""
+    most `part_bytes`: `target_dir/<checkpoint name>.tar.part00`, `.part01`, ... The best checkpoint its
+    trainer_state.json names (`best_global_step`), where it is another folder beside it, goes into the archive too,
+    less its optimizer, scheduler and RNG states. Returns the parts' paths; raises ValueError, writing nothing, when
+    more than `max_parts` would be needed."""
     buffer = io.BytesIO()
     name = os.path.basename(os.path.normpath(checkpoint_dir))
+    best = best_checkpoint_beside(checkpoint_dir)
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(checkpoint_dir, arcname=name)
+        if best:
+            tar.add(best, arcname=os.path.basename(best),
+                    filter=lambda info: None if os.path.basename(info.name).startswith(TRAINING_STATE_FILES) else info)
         for path in extra_files:
             tar.add(path, arcname=os.path.basename(path))
     data = buffer.getvalue()
@@ -79,9 +90,21 @@ def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_b
     return paths
 
 
+def best_checkpoint_beside(checkpoint_dir: str) -> str | None:
+    """The folder of the best checkpoint that `checkpoint_dir`'s trainer state records, when it is another folder
+    beside it; None otherwise (no best kept, or the best is this checkpoint)."""
+    state_file = os.path.join(checkpoint_dir, "trainer_state.json")
+    step = json.load(open(state_file)).get("best_global_step") if os.path.exists(state_file) else None
+    if not step:
+        return None
+    best = os.path.join(os.path.dirname(os.path.normpath(checkpoint_dir)), f"checkpoint-{step}")
+    return best if os.path.isdir(best) and not os.path.samefile(best, checkpoint_dir) else None
+
+
 def unpack_checkpoint(parts_dir: str, output_dir: str) -> str:
     """Join the parts `pack_checkpoint` wrote in `parts_dir` (the latest checkpoint's, when several are there) and
-    extract them into `output_dir`; returns the restored checkpoint folder."""
+    extract them into `output_dir` (the best checkpoint beside it, where one was packed: the Trainer finds it there by
+    its step at the next save); returns the restored checkpoint folder."""
     parts = sorted(glob.glob(os.path.join(parts_dir, "checkpoint-*.tar.part*")))
     if not parts:
         raise FileNotFoundError(f"No packed checkpoint (checkpoint-N.tar.partNN) in {parts_dir}.")
