@@ -12,6 +12,8 @@
 #                 its results JSON and plot: at most two presets, for the 8 files that come back)
 #   here, after:  bash benchmarks/gpu_piece.sh --collect FILES_AT
 #                 (the parts replace docs/results/pieces/NAME/'s, the JSON and plot go to docs/results/)
+#   and again:    with device time left, collect and issue the next command at once, with fewer SECONDS: the machine
+#                 goes back after 30 idle seconds, and a fresh start costs minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
