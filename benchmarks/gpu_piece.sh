@@ -6,7 +6,7 @@
 #   here, once:   bash benchmarks/gpu_piece.sh --wheels
 #                 (writes .whl/, git-ignored: the wheels of the dependencies the GPU image lacks)
 #   there:        the device's run with carry [".whl"], timeout_s 560 and the command
-#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-backward-paper ndr-ctl-backward-paper-code
+#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-backward-paper ndr-ctl-backward-paper-8steps
 #                 (the presets train side by side on the one GPU for 420 s each, resuming from
 #                 docs/results/pieces/NAME/ where a piece is there; each leaves $OUT/NAME/ with its packed checkpoint,
 #                 its results JSON and plot: at most two presets, for the 8 files that come back)
