@@ -440,6 +440,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if (args.pack_to or args.unpack_from) and len(args.names) != 1:
         parser.error("--pack-to and --unpack-from take exactly one preset name")
+    if args.num_steps_table == "last-checkpoint" and (args.max_train_seconds or args.pack_to):
+        raise UsageError("--num-steps-table last-checkpoint evaluates without training: it takes no "
+                         "--max-train-seconds or --pack-to")
     check_positive({"--threads": args.threads, "--max-train-seconds": args.max_train_seconds})
     if args.unpack_from and not os.path.isdir(args.unpack_from):
         raise UsageError(f"--unpack-from: no such directory: {args.unpack_from}")

@@ -123,6 +123,11 @@ def test_a_killed_session_counts_until_its_last_checkpoint(tmp_path):
     assert json.loads((tmp_path / reproduce.WALL_FILE).read_text()) == [100.0, 45.0]
 
 
+def test_evaluating_the_last_checkpoint_does_not_train():
+    with pytest.raises(reproduce.UsageError, match="evaluates without training"):
+        reproduce.parse_args(["ndr-ctl-backward", "--num-steps-table", "last-checkpoint", "--max-train-seconds", "60"])
+
+
 def test_unknown_preset_lists_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         reproduce.parse_args(["ndr-ctl-sideways"])
