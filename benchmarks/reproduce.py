@@ -202,17 +202,17 @@ def plot(name: str, result: dict, baseline: dict | None, path: str):
         # the splits' difficulties never overlap (generation asserts it): one line through all of them
         points = sorted((int(d), acc) for table in run["accuracy"].values() for d, acc in table.items() if d != "all")
         ax.plot([p[0] for p in points], [p[1] for p in points], style, label=run["name"])
-    table = result.get("num_steps_table") or {}
+    steps_table = result.get("num_steps_table") or {}
     # the table of the model the run saved repeats its trained number of steps; a checkpoint's does not
-    checkpoint = table.get("model", "saved") != "saved"
+    checkpoint = steps_table.get("model", "saved") != "saved"
     colors = ("tab:orange", "tab:green", "tab:purple", "tab:brown")
     for num_steps, color in zip(NUM_STEPS if checkpoint else NUM_STEPS[1:], colors if checkpoint else colors[1:]):
-        points = sorted((int(d), acc) for tables in table.get("accuracy", {}).values()
+        points = sorted((int(d), acc) for tables in steps_table.get("accuracy", {}).values()
                         for d, acc in tables.get(str(num_steps), {}).items() if d != "all")
         if points:
-            model = f"{table['model']} in fp32" if checkpoint else result["name"]
+            model = f"{steps_table['model']} in fp32" if checkpoint else result["name"]
             ax.plot(*zip(*points), ".:", color=color, label=f"{model}, {num_steps} steps")
-    for split, table in result["paper"].items():
+    for table in result["paper"].values():
         paper_points = sorted((int(d), acc) for d, acc in table.items() if d != "all")
         if paper_points:
             ax.plot(*zip(*paper_points), "k^:", label="paper")

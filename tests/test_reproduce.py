@@ -96,7 +96,7 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     shutil.rmtree(run_dir / "checkpoint-6")
     last = reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(results_dir), steps=(2,),
                                      last_checkpoint=True)
-    logged = [p for p in saved["learning_curve"] if p["step"] == 3 and "eval_accuracy" in p][0]
+    logged = next(p for p in saved["learning_curve"] if p["step"] == 3 and "eval_accuracy" in p)
     assert last["validation"]["2"]["all"] == pytest.approx(logged["eval_accuracy"], abs=1e-6)
     assert json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"]["model"] == "checkpoint-3"
     for folder in run_dir.glob("checkpoint-*"):

@@ -94,7 +94,10 @@ def best_checkpoint_beside(checkpoint_dir: str) -> str | None:
     """The folder of the best checkpoint that `checkpoint_dir`'s trainer state records, when it is another folder
     beside it; None otherwise (no best kept, or the best is this checkpoint)."""
     state_file = os.path.join(checkpoint_dir, "trainer_state.json")
-    step = json.load(open(state_file)).get("best_global_step") if os.path.exists(state_file) else None
+    if not os.path.exists(state_file):
+        return None
+    with open(state_file) as f:
+        step = json.load(f).get("best_global_step")
     if not step:
         return None
     best = os.path.join(os.path.dirname(os.path.normpath(checkpoint_dir)), f"checkpoint-{step}")
