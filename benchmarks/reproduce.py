@@ -205,8 +205,8 @@ def plot(name: str, result: dict, baseline: dict | None, path: str):
     steps_table = result.get("num_steps_table") or {}
     # the table of the model the run saved repeats its trained number of steps; a checkpoint's does not
     checkpoint = steps_table.get("model", "saved") != "saved"
-    colors = ("tab:orange", "tab:green", "tab:purple", "tab:brown")
-    for num_steps, color in zip(NUM_STEPS if checkpoint else NUM_STEPS[1:], colors if checkpoint else colors[1:]):
+    first = 0 if checkpoint else 1
+    for num_steps, color in zip(NUM_STEPS[first:], ("tab:orange", "tab:green", "tab:purple", "tab:brown")[first:]):
         points = sorted((int(d), acc) for tables in steps_table.get("accuracy", {}).values()
                         for d, acc in tables.get(str(num_steps), {}).items() if d != "all")
         if points:
