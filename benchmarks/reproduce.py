@@ -4,6 +4,7 @@
     python benchmarks/reproduce.py --list                   # the presets, with the paper's numbers
     python benchmarks/reproduce.py ndr-ctl-backward         # train (or resume), evaluate, write the results
     python benchmarks/reproduce.py ndr-ctl-backward --threads 1 --output-root /data/runs
+    python benchmarks/reproduce.py ndr-ctl-backward --results-dir /tmp/results   # a trial: docs/results/ untouched
     python benchmarks/reproduce.py --table                  # docs/reproduction.md's table, from docs/results/*.json
 
 Each preset is one model on one task: a `hub_configs/` folder, a dataset of lengthgen's, config overrides that scale
@@ -420,8 +421,12 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"presets: {', '.join(PRESETS)}")
     parser.add_argument("--list", action="store_true", help="list the presets")
-    parser.add_argument("--table", action="store_true", help="print the Markdown table of docs/results/*.json")
-    parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "outputs", "reproduce"))
+    parser.add_argument("--table", action="store_true", help="print the Markdown table of RESULTS_DIR/*.json")
+    parser.add_argument("--output-root", default=os.path.join(REPO_ROOT, "outputs", "reproduce"),
+                        help="the runs' folders (checkpoints, logs)")
+    parser.add_argument("--results-dir", default=RESULTS_DIR,
+                        help="the results JSON and plots (default docs/results/: the published ones; a scratch "
+                             "folder for a trial run)")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"],
                         help="default: the preset's (auto = bf16 where the device has native bf16, else fp32)")
     parser.add_argument("--num-steps-table", nargs="?", const="saved", choices=["saved", "last-checkpoint"],
@@ -460,23 +465,23 @@ def main(argv=None):
         for name, preset in PRESETS.items():
             print(f"{name:<28} {preset.reference:<20} paper {json.dumps(preset.paper)}")
     if args.table:
-        print(results_table())
+        print(results_table(args.results_dir))
     for name in args.names:
         output_dir = os.path.join(args.output_root, name)
         if args.unpack_from and get_last_checkpoint_or_none(output_dir) is None:
             print(f"restored {unpack_checkpoint(args.unpack_from, output_dir)}")
         if args.num_steps_table == "last-checkpoint":
-            num_steps_table(name, args.output_root, last_checkpoint=True)
+            num_steps_table(name, args.output_root, args.results_dir, last_checkpoint=True)
             continue
-        result = reproduce(name, args.output_root, args.precision, max_train_seconds=args.max_train_seconds,
-                           verbose=args.verbose)
+        result = reproduce(name, args.output_root, args.precision, args.results_dir,
+                           max_train_seconds=args.max_train_seconds, verbose=args.verbose)
         if args.pack_to:
             wall_file = os.path.join(output_dir, WALL_FILE)
             parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=[wall_file])
             print(f"packed into {len(parts)} file(s): {', '.join(parts)}")
         print(json.dumps({"name": name, "accuracy": result["accuracy"], "target": result["target"]}, indent=1))
         if args.num_steps_table and PRESETS[name].deeper:
-            num_steps_table(name, args.output_root)
+            num_steps_table(name, args.output_root, args.results_dir)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def tiny_presets(monkeypatch):
     return presets
 
 
-def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
+def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, capsys):
     results_dir, output_root = tmp_path / "results", tmp_path / "runs"
     baseline = reproduce.reproduce("transformer-ctl-backward", str(output_root), "fp32", str(results_dir))
     result = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
@@ -59,10 +59,16 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
     assert baseline["target"] is None  # a baseline has no target to meet
     assert [p["step"] for p in saved["learning_curve"] if "eval_accuracy" in p] == [3, 6]
 
-    # the same command again: nothing retrained, the same model evaluated again
+    # the same command again, from the command line: nothing retrained, the same model evaluated again, its results
+    # written to --results-dir (docs/results/ untouched)
     run_dir = output_root / "ndr-ctl-backward"
-    again = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
+    published = os.path.join(REPO, "docs", "results", "ndr-ctl-backward.json")
+    published_before = os.stat(published).st_mtime_ns
+    reproduce.main(["ndr-ctl-backward", "--precision", "fp32", "--output-root", str(output_root),
+                    "--results-dir", str(results_dir)])
+    again = json.loads((results_dir / "ndr-ctl-backward.json").read_text())
     assert again["training"]["steps"] == 6 and again["accuracy"] == result["accuracy"]
+    assert os.stat(published).st_mtime_ns == published_before
     assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 1
     record = json.loads((run_dir / "lengthgen_run.json").read_text())
     assert record["reproduce_command"] == "python benchmarks/reproduce.py ndr-ctl-backward"
@@ -79,6 +85,9 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path):
 
     table = reproduce.results_table(str(results_dir))
     assert "| ndr-ctl-backward | thesis Table 5.1 | test  |" in table and "1.00" in table
+    capsys.readouterr()
+    reproduce.main(["--table", "--results-dir", str(results_dir)])
+    assert capsys.readouterr().out.strip() == table.strip()
 
     steps = reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(results_dir), steps=(2, 4))
     assert set(steps) == {"validation", "test", "deeper"} and set(steps["deeper"]) == {"2", "4"}
