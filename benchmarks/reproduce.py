@@ -82,6 +82,10 @@ class Preset:
     cpu_precision: str = "auto"
     seed: int = 0  # the example script's --seed (a preset that repeats a run with another draw changes only this)
 
+    def training_flags(self) -> dict[str, list[str]]:
+        """The training arguments by flag: {"--max_steps": ["40000"], ...}."""
+        return flags(shlex.join(self.training))
+
 
 def load_reproduction_presets() -> dict[str, Preset]:
     """presets/reproduction.yaml (the table of recipes, `lengthgen.presets`) as Presets."""
@@ -168,7 +172,7 @@ def training_finished(output_dir: str, preset: Preset) -> bool:
         return False
     with open(state_file) as f:
         state = json.load(f)
-    training = flags(shlex.join(preset.training))
+    training = preset.training_flags()
     if "--max_steps" in training:
         return state["global_step"] >= int(training["--max_steps"][0])
     return state["epoch"] >= float(training["--num_train_epochs"][0]) - 1e-6

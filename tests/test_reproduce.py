@@ -184,23 +184,22 @@ def test_every_presets_training_arguments_parse_as_the_scripts_parse_them():
 def test_the_annealed_listops_preset_resumes_its_constant_run_at_the_same_rate_then_follows_a_cosine_to_zero():
     """`ndr-listops-128-binned-40k-decay` resumes the constant-rate 40K-step checkpoint under transformers'
     warmup-stable-decay schedule: loaded from the constant run's saved state (as the Trainer does on resume), the rate
-    stays 1e-3 at the resumed step and then is 1e-3 * (1 + cos(pi * t / T)) / 2 over the decay's T steps."""
+    stays the constant run's at the resumed step and then is that rate * (1 + cos(pi * t / T)) / 2 over the decay's T steps."""
     import math
-    import shlex
 
     from transformers import get_scheduler
 
-    from lengthgen.presets import flags
-
-    training = flags(shlex.join(reproduce.PRESETS["ndr-listops-128-binned-40k-decay"].training))
-    parent = flags(shlex.join(reproduce.PRESETS["ndr-listops-128-binned-40k"].training))
+    training = reproduce.PRESETS["ndr-listops-128-binned-40k-decay"].training_flags()
+    parent = reproduce.PRESETS["ndr-listops-128-binned-40k"].training_flags()
     resumed_at, max_steps = int(parent["--max_steps"][0]), int(training["--max_steps"][0])
     kwargs = json.loads(training["--lr_scheduler_kwargs"][0])
     decay = kwargs["num_decay_steps"]
+    rate = float(training["--learning_rate"][0])
     assert resumed_at + decay == max_steps and parent["--lr_scheduler_type"] == ["constant"]
+    assert parent["--learning_rate"] == training["--learning_rate"]
 
     def optimizer():
-        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=float(training["--learning_rate"][0]))
+        return torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=rate)
 
     constant_optimizer = optimizer()
     constant = get_scheduler("constant", constant_optimizer)
@@ -217,8 +216,8 @@ def test_the_annealed_listops_preset_resumes_its_constant_run_at_the_same_rate_t
         rates.append(resumed_optimizer.param_groups[0]["lr"])
         resumed_optimizer.step()
         annealed.step()
-    expected = [1e-3 * (1 + math.cos(math.pi * t / decay)) / 2 for t in range(decay)]
-    assert rates[0] == 1e-3 and rates == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    expected = [rate * (1 + math.cos(math.pi * t / decay)) / 2 for t in range(decay)]
+    assert rates[0] == rate and rates == pytest.approx(expected, rel=1e-9, abs=1e-12)
     assert resumed_optimizer.param_groups[0]["lr"] == pytest.approx(0, abs=1e-12)
 
 
