@@ -181,15 +181,16 @@ def test_every_presets_training_arguments_parse_as_the_scripts_parse_them():
         assert not unknown, (name, unknown)
 
 
-def test_the_annealed_listops_preset_resumes_its_constant_run_at_the_same_rate_then_follows_a_cosine_to_zero():
-    """`ndr-listops-128-binned-40k-decay` resumes the constant-rate 40K-step checkpoint under transformers'
+@pytest.mark.parametrize("name", ["ndr-listops-128-binned-40k-decay", "ndr-listops-128-binned-40k-decay-6k"])
+def test_the_annealed_listops_preset_resumes_its_constant_run_at_the_same_rate_then_follows_a_cosine_to_zero(name):
+    """`ndr-listops-128-binned-40k-decay` (and its 6,000-step twin) resumes the constant-rate 40K-step checkpoint under transformers'
     warmup-stable-decay schedule: loaded from the constant run's saved state (as the Trainer does on resume), the rate
     stays the constant run's at the resumed step and then is that rate * (1 + cos(pi * t / T)) / 2 over the decay's T steps."""
     import math
 
     from transformers import get_scheduler
 
-    training = reproduce.PRESETS["ndr-listops-128-binned-40k-decay"].training_flags()
+    training = reproduce.PRESETS[name].training_flags()
     parent = reproduce.PRESETS["ndr-listops-128-binned-40k"].training_flags()
     resumed_at, max_steps = int(parent["--max_steps"][0]), int(training["--max_steps"][0])
     kwargs = json.loads(training["--lr_scheduler_kwargs"][0])
