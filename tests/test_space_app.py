@@ -102,18 +102,31 @@ def choose_checkpoint(page, name: str):
     page.locator("#load").click()
 
 
+def backward_answer(problem: str) -> str:
+    """The correct answer to a backward CTL problem: "b a d 101" is b(a(d(101))), in the generator's seed-0 tables."""
+    tables = ctl_tables(8, 9, seed=0)
+    *functions, symbol = problem.split()
+    value = int(symbol, 2)
+    for function in reversed(functions):
+        value = tables["abcdefghi".index(function)][value]
+    return format(value, "03b")
+
+
 def test_shipped_ndr_answers_and_draws_its_pictures_in_a_browser(page, tmp_path):
-    tables = ctl_tables(8, 9, seed=0)  # backward "b a d 101" is b(a(d(101)))
-    expected = format(tables[1][tables[0][tables[3][0b101]]], "03b")
-    text = ask(page, "b a d 101", f"Correct answer: {expected}")
-    model_answer = text.split("Model answer:")[1].split()[0].strip("`")
-    assert model_answer == expected and "right" in text  # the shipped model solves a problem of its training range
-    assert "function applications 3, inside the training range 1-5" in text
-    for plot in ("#attention", "#gates"):  # the pictures arrive after the answer
-        page.wait_for_function(
-            "sel => { const img = document.querySelector(sel + ' img'); return img && img.complete && img.naturalWidth > 300 }",
-            arg=plot,
-        )
+    tables = ctl_tables(8, 9, seed=0)
+    assert backward_answer("b a d 101") == format(tables[1][tables[0][tables[3][0b101]]], "03b")  # b(a(d(101)))
+    for problem, where in (("b a d 101", "function applications 3, inside the training range 1-5"),
+                           ("g b i a e c h d f 110", "function applications 9, outside the training range 1-5")):
+        expected = backward_answer(problem)
+        text = ask(page, problem, f"Correct answer: {expected}")
+        model_answer = text.split("Model answer:")[1].split()[0].strip("`")
+        assert model_answer == expected and "right" in text  # the shipped model (test 9-10: 1.000 at 14 steps)
+        assert where in text
+        for plot in ("#attention", "#gates"):  # the pictures arrive after the answer (the page takes no new problem before)
+            page.wait_for_function(
+                "sel => { const img = document.querySelector(sel + ' img'); return img && img.complete && img.naturalWidth > 300 }",
+                arg=plot,
+            )
     page.screenshot(path=str(tmp_path / "space.png"), full_page=True)
     if os.environ.get("LENGTHGEN_SCREENSHOT"):
         page.screenshot(path=os.environ["LENGTHGEN_SCREENSHOT"], full_page=True)
