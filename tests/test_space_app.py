@@ -17,7 +17,7 @@ if CHROMIUM is None:
 from huggingface_hub import EvalResult, ModelCard, ModelCardData  # noqa: E402
 
 import lengthgen.modeling  # noqa: E402
-from lengthgen.data.ctl import ctl_tables  # noqa: E402
+from lengthgen.data.ctl import ctl_example, ctl_tables  # noqa: E402
 from lengthgen.data.tokenization import digit_tokenizer, word_tokenizer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,22 +102,15 @@ def choose_checkpoint(page, name: str):
     page.locator("#load").click()
 
 
-def backward_answer(problem: str) -> str:
-    """The correct answer to a backward CTL problem: "b a d 101" is b(a(d(101))), in the generator's seed-0 tables."""
-    tables = ctl_tables(8, 9, seed=0)
-    *functions, symbol = problem.split()
-    value = int(symbol, 2)
-    for function in reversed(functions):
-        value = tables["abcdefghi".index(function)][value]
-    return format(value, "03b")
-
-
 def test_shipped_ndr_answers_and_draws_its_pictures_in_a_browser(page, tmp_path):
     tables = ctl_tables(8, 9, seed=0)
-    assert backward_answer("b a d 101") == format(tables[1][tables[0][tables[3][0b101]]], "03b")  # b(a(d(101)))
-    for problem, where in (("b a d 101", "function applications 3, inside the training range 1-5"),
-                           ("g b i a e c h d f 110", "function applications 9, outside the training range 1-5")):
-        expected = backward_answer(problem)
+    # the builder's rows (functions in the order applied) for a problem inside the training range and one past it
+    inside = ctl_example(0b101, (3, 0, 1), tables, "backward", bits=3)
+    past = ctl_example(0b110, (5, 3, 7, 2, 4, 0, 8, 1, 6), tables, "backward", bits=3)
+    assert inside["input"] == "b a d 101" and inside["target"] == format(tables[1][tables[0][tables[3][0b101]]], "03b")
+    for row, where in ((inside, "function applications 3, inside the training range 1-5"),
+                       (past, "function applications 9, outside the training range 1-5")):
+        problem, expected = row["input"], row["target"]
         text = ask(page, problem, f"Correct answer: {expected}")
         model_answer = text.split("Model answer:")[1].split()[0].strip("`")
         assert model_answer == expected and "right" in text  # the shipped model (test 9-10: 1.000 at 14 steps)
