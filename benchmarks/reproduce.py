@@ -53,7 +53,7 @@ from lengthgen.data.export import parse_param  # noqa: E402
 from lengthgen.presets import flags, load_presets  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
-from lengthgen.training.pieces import pack_checkpoint, unpack_checkpoint  # noqa: E402
+from lengthgen.training.pieces import pack_checkpoint, unpack_unless_behind  # noqa: E402
 from lengthgen.training.scripts import run_script  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -445,7 +445,8 @@ def parse_args(argv=None):
     parser.add_argument("--pack-to", metavar="DIR",
                         help="afterwards, write the last checkpoint as at most 8 files of at most 16 MiB in DIR")
     parser.add_argument("--unpack-from", metavar="DIR",
-                        help="first, restore the checkpoint --pack-to wrote in DIR (when the run has none of its own)")
+                        help="first, restore the checkpoint --pack-to wrote in DIR (unless the run's own last checkpoint is at "
+                             "its step or later)")
     args = parser.parse_args(argv)
     if (args.pack_to or args.unpack_from) and len(args.names) != 1:
         parser.error("--pack-to and --unpack-from take exactly one preset name")
@@ -472,8 +473,10 @@ def main(argv=None):
         print(results_table(args.results_dir))
     for name in args.names:
         output_dir = os.path.join(args.output_root, name)
-        if args.unpack_from and get_last_checkpoint_or_none(output_dir) is None:
-            print(f"restored {unpack_checkpoint(args.unpack_from, output_dir)}")
+        if args.unpack_from:
+            restored = unpack_unless_behind(args.unpack_from, output_dir)
+            print(f"restored {restored}" if restored else
+                  f"kept {get_last_checkpoint_or_none(output_dir)}: not behind the piece in {args.unpack_from}")
         if args.num_steps_table == "last-checkpoint":
             num_steps_table(name, args.output_root, args.results_dir, last_checkpoint=True)
             continue

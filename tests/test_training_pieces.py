@@ -105,6 +105,29 @@ def test_the_best_checkpoint_travels_with_the_last_and_ends_the_resumed_run(tmp_
         torch.testing.assert_close(final[key], best_weights[key], rtol=0, atol=0, msg=key)
 
 
+def test_a_piece_replaces_an_older_checkpoint_of_the_run_but_not_a_newer_one(tmp_path):
+    """A run folder that already holds checkpoint-24 (a CPU session's) and is handed a piece packed at step 30 (a GPU
+    session's) resumes from 30; handed back a piece at 24 again, it keeps its own 30 untouched."""
+    def checkpoint(folder, step, text):
+        (folder / f"checkpoint-{step}").mkdir(parents=True)
+        (folder / f"checkpoint-{step}" / "model.safetensors").write_text(text)
+        (folder / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+        return str(folder / f"checkpoint-{step}")
+
+    run = tmp_path / "run"
+    checkpoint(run, 24, "cpu session")
+    pieces.pack_checkpoint(checkpoint(tmp_path / "gpu", 30, "gpu session"), str(tmp_path / "piece-30"))
+    pieces.pack_checkpoint(checkpoint(tmp_path / "old", 24, "older piece"), str(tmp_path / "piece-24"))
+    assert pieces.packed_step(str(tmp_path / "piece-30")) == 30
+
+    assert pieces.unpack_unless_behind(str(tmp_path / "piece-30"), str(run)) == str(run / "checkpoint-30")
+    assert (run / "checkpoint-30" / "model.safetensors").read_text() == "gpu session"
+    assert pieces.unpack_unless_behind(str(tmp_path / "piece-24"), str(run)) is None
+    assert (run / "checkpoint-24" / "model.safetensors").read_text() == "cpu session"
+    assert pieces.unpack_unless_behind(str(tmp_path / "piece-30"), str(tmp_path / "new")) == str(
+        tmp_path / "new" / "checkpoint-30")
+
+
 def test_budget_callback_checks():
     with pytest.raises(ValueError, match="max_train_seconds must be positive"):
         pieces.TimeBudgetCallback(0)

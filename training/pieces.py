@@ -22,6 +22,7 @@ import tarfile
 import time
 
 from transformers import TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
 
 PART_BYTES = 16 * 1024 * 1024
 MAX_PARTS = 8
@@ -104,15 +105,31 @@ def best_checkpoint_beside(checkpoint_dir: str) -> str | None:
     return best if os.path.isdir(best) and not os.path.samefile(best, checkpoint_dir) else None
 
 
+def packed_step(parts_dir: str) -> int:
+    """The training step of the latest checkpoint `pack_checkpoint` wrote in `parts_dir`."""
+    parts = glob.glob(os.path.join(parts_dir, "checkpoint-*.tar.part*"))
+    if not parts:
+        raise FileNotFoundError(f"No packed checkpoint (checkpoint-N.tar.partNN) in {parts_dir}.")
+    return max(int(os.path.basename(p).split(".tar.part")[0].split("-")[1]) for p in parts)
+
+
+def unpack_unless_behind(parts_dir: str, output_dir: str) -> str | None:
+    """`unpack_checkpoint`, unless `output_dir` holds a checkpoint of its own at the piece's step or later (a run
+    resumed here, say): the restored checkpoint folder, or None where the run's own was kept. A run's older
+    checkpoints stay beside a restored one; the Trainer resumes from the latest."""
+    own = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    if own is not None and int(own.rsplit("-", 1)[1]) >= packed_step(parts_dir):
+        return None
+    return unpack_checkpoint(parts_dir, output_dir)
+
+
 def unpack_checkpoint(parts_dir: str, output_dir: str) -> str:
     """Join the parts `pack_checkpoint` wrote in `parts_dir` (the latest checkpoint's, when several are there) and
     extract them into `output_dir` (the best checkpoint beside it, where one was packed: the Trainer finds it there by
     its step at the next save); returns the restored checkpoint folder."""
-    parts = sorted(glob.glob(os.path.join(parts_dir, "checkpoint-*.tar.part*")))
-    if not parts:
-        raise FileNotFoundError(f"No packed checkpoint (checkpoint-N.tar.partNN) in {parts_dir}.")
-    latest = max({os.path.basename(p).split(".tar.part")[0] for p in parts}, key=lambda n: int(n.split("-")[1]))
-    data = b"".join(open(p, "rb").read() for p in parts if os.path.basename(p).startswith(latest + ".tar.part"))
+    latest = f"checkpoint-{packed_step(parts_dir)}"
+    parts = sorted(glob.glob(os.path.join(parts_dir, latest + ".tar.part*")))
+    data = b"".join(open(p, "rb").read() for p in parts)
     os.makedirs(output_dir, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
         tar.extractall(output_dir, filter="data")
