@@ -339,11 +339,43 @@ def test_gpu_piece_collect_with_nothing_back_leaves_the_kept_piece(tmp_path):
     assert os.listdir(pieces) == ["checkpoint-100.tar.part00"]
 
 
+def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back(tmp_path):
+    """--travel takes checkpoints/ and the other presets' pieces out of git's index (the device sends the index and
+    untracked files that are not ignored), leaving the files alone; --collect puts the index back as HEAD has it."""
+    script, pieces = _repo_with_a_kept_piece(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "checkpoints" / "model").mkdir(parents=True)
+    (repo / "checkpoints" / "model" / "model.safetensors").write_text("weights")
+    (pieces.parent / "ndr-y").mkdir()
+    (pieces.parent / "ndr-y" / "checkpoint-7.tar.part00").write_text("other")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "kept"], check=True)
+    tracked = subprocess.run(git + ["ls-files"], capture_output=True, text=True, check=True).stdout.split()
+
+    travel = subprocess.run(["bash", script, "--travel", "ndr-x"], capture_output=True, text=True, check=True)
+    assert "checkpoints docs/results/pieces/ndr-y" in travel.stdout
+    travels = subprocess.run(git + ["ls-files", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(travels) == ["benchmarks/gpu_piece.sh", "docs/results/pieces/ndr-x/checkpoint-100.tar.part00"]
+    assert (repo / "checkpoints" / "model" / "model.safetensors").read_text() == "weights"
+    again = subprocess.run(["bash", script, "--travel", "ndr-x"], capture_output=True, text=True)
+    assert again.returncode == 2 and "--restore first" in again.stderr
+
+    (tmp_path / "files_at").mkdir()
+    subprocess.run(["bash", script, "--collect", str(tmp_path / "files_at")], check=True, capture_output=True)
+    assert subprocess.run(git + ["ls-files"], capture_output=True, text=True).stdout.split() == tracked
+    assert subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True).stdout == ""
+    assert "gpu_piece" not in (repo / ".git" / "info" / "exclude").read_text()
+
+
 @pytest.mark.parametrize("argv, out, message", [
     (["60", "a", "b", "c"], "x", "one or two presets"),  # three would bring back more than 8 files
     (["60", "a"], None, "$OUT"),
     (["ten", "a"], "x", "SECONDS must be a positive whole number, not 'ten'"),
     (["--collect", "no-such-folder"], None, "--collect needs the folder"),
+    (["--travel"], None, "--travel takes the device command's one or two presets, not 0"),
 ])
 def test_gpu_piece_mistakes_get_one_line_and_status_2(tmp_path, argv, out, message):
     """Nothing is installed or trained when the command line is wrong: one line naming the problem, exit status 2."""
