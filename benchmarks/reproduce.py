@@ -445,8 +445,8 @@ def parse_args(argv=None):
     parser.add_argument("--pack-to", metavar="DIR",
                         help="afterwards, write the last checkpoint as at most 8 files of at most 16 MiB in DIR")
     parser.add_argument("--unpack-from", metavar="DIR",
-                        help="first, restore the checkpoint --pack-to wrote in DIR (unless the run's own last checkpoint is at "
-                             "its step or later)")
+                        help="first, restore the checkpoint --pack-to wrote in DIR (unless the run's own last "
+                             "checkpoint is at its step or later)")
     args = parser.parse_args(argv)
     if (args.pack_to or args.unpack_from) and len(args.names) != 1:
         parser.error("--pack-to and --unpack-from take exactly one preset name")
