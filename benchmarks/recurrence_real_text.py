@@ -52,10 +52,10 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 from lengthgen.data.long_documents import load_documents
 from lengthgen.training.hardware import hardware
+from lengthgen.training.pieces import get_last_checkpoint_or_none
 from lengthgen.training.scripts import run_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,7 +185,7 @@ def pretrain(args, root: Path):
     )
     trainer = Trainer(model=model, args=training_args, train_dataset=train, eval_dataset=validation,
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
-    last = get_last_checkpoint(str(output_dir)) if output_dir.is_dir() else None
+    last = get_last_checkpoint_or_none(str(output_dir))
     trainer.train(resume_from_checkpoint=last)
     metrics = trainer.evaluate()
     trainer.save_model(str(root / "pretrained"))

@@ -53,7 +53,7 @@ from lengthgen.data.export import parse_param  # noqa: E402
 from lengthgen.presets import flags, load_presets  # noqa: E402
 from lengthgen.release import PLOT, RUN_RECORD, accuracy_tables  # noqa: E402
 from lengthgen.training.hardware import auto_precision, hardware  # noqa: E402
-from lengthgen.training.pieces import pack_checkpoint, unpack_unless_behind  # noqa: E402
+from lengthgen.training.pieces import get_last_checkpoint_or_none, pack_checkpoint, unpack_unless_behind  # noqa: E402
 from lengthgen.training.scripts import run_script  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,12 +105,6 @@ PRESETS = load_reproduction_presets()
 NUM_STEPS = (14, 18, 24, 32)
 WALL_FILE = "reproduce_wall_seconds.json"  # the training sessions' wall times, beside the checkpoints
 PIECE_FILE = "reproduce_piece_started.json"  # the start of the training session under way (gone once it returns)
-
-
-def get_last_checkpoint_or_none(output_dir: str) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
 
 
 def training_wall_seconds(output_dir: str) -> list[float]:

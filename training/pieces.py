@@ -113,11 +113,16 @@ def packed_step(parts_dir: str) -> int:
     return max(int(os.path.basename(p).split(".tar.part")[0].split("-")[1]) for p in parts)
 
 
+def get_last_checkpoint_or_none(output_dir: str) -> str | None:
+    """The run folder's latest `checkpoint-N` folder; None where the folder or a checkpoint in it does not exist."""
+    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
 def unpack_unless_behind(parts_dir: str, output_dir: str) -> str | None:
     """`unpack_checkpoint`, unless `output_dir` holds a checkpoint of its own at the piece's step or later (a run
     resumed here, say): the restored checkpoint folder, or None where the run's own was kept. A run's older
     checkpoints stay beside a restored one; the Trainer resumes from the latest."""
-    own = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    own = get_last_checkpoint_or_none(output_dir)
     if own is not None and int(own.rsplit("-", 1)[1]) >= packed_step(parts_dir):
         return None
     return unpack_checkpoint(parts_dir, output_dir)
