@@ -1,33 +1,38 @@
 #!/usr/bin/env bash
 # One piece of the paper-scale presets on a lent GPU machine, prepared so that a session's few minutes of device time
 # go to training. The machine starts bare (no `datasets`; docs: the device README), runs one command of at most ten
-# minutes, and returns at most 8 files of at most 16 MiB from $OUT.
+# minutes, and returns at most 8 files of at most 16 MiB, 64 MiB in all, from $OUT: so what the presets leave (packed
+# checkpoints, results JSONs, plots) comes back as one tar archive cut into parts of 16 MiB, gpu_piece.tar.partNN.
 #
 #   here, once:   bash benchmarks/gpu_piece.sh --wheels
 #                 (writes .whl/, git-ignored: the wheels of the dependencies the GPU image lacks)
-#   here, before: bash benchmarks/gpu_piece.sh --travel PRESET [PRESET]
+#   here, before: bash benchmarks/gpu_piece.sh --travel PRESET...
 #                 (the working tree that travels to the device must stay under 64 MiB, and checkpoints/ with every
 #                 kept piece is more: this takes checkpoints/ and the other presets' pieces out of git's index, the
 #                 files untouched, and ignores them in .git/info/exclude until --collect or --restore puts them back)
 #   there:        the device's run with carry [".whl"], timeout_s 560 and the command
-#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-backward-paper ndr-ctl-backward-paper-8steps
-#                 (the presets train side by side on the one GPU for 420 s each, resuming from
-#                 docs/results/pieces/NAME/ where a piece is there; each leaves $OUT/NAME/ with its packed checkpoint,
-#                 its results JSON and plot: at most two presets, for the 8 files that come back)
+#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-backward-paper ndr-ctl-forward-paper \
+#                     ndr-ctl-backward-paper-code
+#                 (one to four presets train side by side on the one GPU for 420 s each, resuming from
+#                 docs/results/pieces/NAME/ where a piece is there; each one's packed checkpoint, results JSON and plot
+#                 go into the archive, in the order given while it stays within 64 MiB: a thesis-size CTL piece is
+#                 8-11 MiB, the thesis ListOps one 31 MiB; a preset left out is named, and the command fails)
 #   here, after:  bash benchmarks/gpu_piece.sh --collect FILES_AT
-#                 (the parts replace docs/results/pieces/NAME/'s, the JSON and plot go to docs/results/, and what
-#                 --travel took out of git's index goes back; --restore does only the last)
+#                 (the archive's pieces replace docs/results/pieces/NAME/'s, the JSONs and plots go to docs/results/,
+#                 and what --travel took out of git's index goes back; --restore does only the last)
 #   and again:    with device time left, collect and issue the next command at once, with fewer SECONDS: the machine
 #                 goes back after 30 idle seconds, and a fresh start costs minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {  # a command-line mistake: one line, exit status 2
-    echo "gpu_piece.sh: $1 (usage: gpu_piece.sh SECONDS PRESET [PRESET] | --wheels | --travel PRESET [PRESET]" \
+    echo "gpu_piece.sh: $1 (usage: gpu_piece.sh SECONDS PRESET... | --wheels | --travel PRESET..." \
         "| --collect FILES_AT | --restore)" >&2
     exit 2
 }
 
+max_presets=4  # side by side on the one GPU; their pieces come back in at most 64 MiB
+bundle=gpu_piece.tar.part  # the one archive that comes back, in parts: gpu_piece.tar.part00, ...
 exclude=.git/info/exclude
 travel_begin="# gpu_piece.sh --travel: out of git's index until --collect or --restore"
 travel_end="# gpu_piece.sh --travel: end"
@@ -43,7 +48,8 @@ restore_index() {  # undo --travel: its paths back into git's index (as HEAD has
 
 if [[ "${1:-}" == "--travel" ]]; then
     shift
-    (( $# >= 1 && $# <= 2 )) || usage "--travel takes the device command's one or two presets, not $#"
+    (( $# >= 1 && $# <= max_presets )) ||
+        usage "--travel takes the device command's one to $max_presets presets, not $#"
     [[ -d .git ]] || usage "--travel works in the git checkout that travels to the device"
     ! grep -qxF "$travel_begin" "$exclude" 2> /dev/null || usage "a --travel is in place already: --restore first"
     hide=()
@@ -83,8 +89,12 @@ fi
 if [[ "${1:-}" == "--collect" ]]; then
     files_at=${2:-}
     [[ -d "$files_at" ]] || usage "--collect needs the folder the device's files were copied to (the reply's files_at)"
-    for folder in "$files_at"/*/; do
-        [[ -d "$folder" ]] || continue  # nothing came back
+    back=$(mktemp -d)
+    trap 'rm -rf "$back"' EXIT
+    parts=("$files_at"/$bundle*)
+    [[ -e "${parts[0]}" ]] && cat "${parts[@]}" | tar -xf - -C "$back"  # nothing came back: no parts
+    for folder in "$back"/*/; do
+        [[ -d "$folder" ]] || continue
         name=$(basename "$folder")
         if ls "$folder"/checkpoint-*.tar.part* > /dev/null 2>&1; then
             rm -f docs/results/pieces/"$name"/checkpoint-*.tar.part*
@@ -101,7 +111,7 @@ fi
 seconds=${1:-}
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || usage "SECONDS must be a positive whole number, not '$seconds'"
 shift
-(( $# >= 1 && $# <= 2 )) || usage "one or two presets (8 files come back from \$OUT), not $#"
+(( $# >= 1 && $# <= max_presets )) || usage "one to $max_presets presets side by side, not $#"
 [[ -n "${OUT:-}" ]] || usage "\$OUT (the device's folder of files to bring back) is not set"
 out=$OUT
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -112,19 +122,32 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 
+work=$(mktemp -d)  # work/NAME/: what each preset leaves, bundled into $OUT at the end
 pids=()
 for name in "$@"; do
     resume=()
     [[ -d docs/results/pieces/$name ]] && resume=(--unpack-from "docs/results/pieces/$name")
-    python3 benchmarks/reproduce.py "$name" --max-train-seconds "$seconds" ${resume[@]+"${resume[@]}"} --pack-to "$out/$name" \
-        > "/tmp/$name.out" 2>&1 &
+    python3 benchmarks/reproduce.py "$name" --max-train-seconds "$seconds" ${resume[@]+"${resume[@]}"} \
+        --pack-to "$work/$name" > "/tmp/$name.out" 2>&1 &
     pids+=($!)
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+kept=() total=0
 for name in "$@"; do
-    cp docs/results/"$name".json docs/results/"$name".png "$out/$name/" 2>/dev/null || true
+    mkdir -p "$work/$name"
+    cp docs/results/"$name".json docs/results/"$name".png "$work/$name/" 2>/dev/null || true
     echo "== $name"
     tail -c 2000 "/tmp/$name.out" | tr '\r' '\n' | tail -n 25
+    size=$(du -sb "$work/$name" | cut -f1)
+    if (( total + size + 1048576 > 64 * 1048576 )); then  # 1 MiB for the archive's headers
+        echo "gpu_piece.sh: $name left out: its $(( size >> 20 )) MiB would take what comes back past 64 MiB" >&2
+        status=1
+        continue
+    fi
+    kept+=("$name")
+    total=$(( total + size ))
 done
+(( ${#kept[@]} == 0 )) || tar -cf - -C "$work" "${kept[@]}" | split -b 16M -d -a 2 - "$out/$bundle"
+ls -l "$out"
 exit $status

@@ -1,7 +1,10 @@
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -314,21 +317,79 @@ def _repo_with_a_kept_piece(tmp_path):
     return script, pieces
 
 
+def _archive_parts(folder, files_at, part_bytes):
+    """`folder`'s subfolders as the device command leaves them: one tar archive cut into gpu_piece.tar.partNN."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in sorted(os.listdir(folder)):
+            tar.add(os.path.join(folder, name), arcname=name)
+    data = buffer.getvalue()
+    os.makedirs(files_at, exist_ok=True)
+    for index in range(0, len(data), part_bytes):
+        with open(os.path.join(files_at, f"gpu_piece.tar.part{index // part_bytes:02d}"), "wb") as f:
+            f.write(data[index : index + part_bytes])
+
+
 def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_path):
-    """What comes back from the device (FILES_AT/NAME/: packed parts, JSON, plot) replaces the piece kept in
-    docs/results/pieces/NAME/ (the older step's parts go) and files the results in docs/results/."""
+    """What comes back from the device (an archive in parts holding NAME/: packed parts, JSON, plot) replaces the
+    piece kept in docs/results/pieces/NAME/ (the older step's parts go) and files the results in docs/results/."""
     script, pieces = _repo_with_a_kept_piece(tmp_path)
     (pieces / "README.md").write_text("kept")
-    back = tmp_path / "files_at" / "ndr-x"
+    back = tmp_path / "device" / "ndr-x"
     back.mkdir(parents=True)
     for name, text in [("checkpoint-250.tar.part00", "a"), ("checkpoint-250.tar.part01", "b"),
                        ("ndr-x.json", "{}"), ("ndr-x.png", "png")]:
         (back / name).write_text(text)
+    _archive_parts(tmp_path / "device", tmp_path / "files_at", part_bytes=4096)
+    assert len(os.listdir(tmp_path / "files_at")) > 1
     subprocess.run(["bash", script, "--collect", str(tmp_path / "files_at")], check=True, capture_output=True)
     assert sorted(os.listdir(pieces)) == ["README.md", "checkpoint-250.tar.part00", "checkpoint-250.tar.part01"]
     assert (pieces / "checkpoint-250.tar.part01").read_text() == "b"
     results = tmp_path / "repo" / "docs" / "results"
     assert (results / "ndr-x.json").read_text() == "{}" and (results / "ndr-x.png").read_text() == "png"
+
+
+FAKE_PYTHON = """#!/usr/bin/env bash
+# python3 as gpu_piece.sh calls it on the device: pip installs nothing; reproduce.py NAME-MIB ... --pack-to DIR packs a
+# checkpoint of MIB MiB into DIR and writes NAME-MIB's results JSON
+[[ "$1" == "-m" ]] && exit 0
+name=$2 pack=${!#}
+mkdir -p "$pack"
+head -c $(( ${name##*-} << 20 )) /dev/zero > "$pack/checkpoint-5.tar.part00"
+echo '{"name": "'$name'"}' > "docs/results/$name.json"
+"""
+
+
+def test_gpu_piece_brings_back_what_fits_in_64_mib_and_collect_files_it(tmp_path):
+    """The device command trains its presets side by side (python3 faked here: each 'packs' a checkpoint of the size its
+    name ends with, in MiB) and leaves in $OUT one archive cut into at most 16-MiB parts, at most 64 MiB in all: presets
+    in the order given while they fit, the one that does not named on stderr with exit status 1. --collect here then
+    files each brought-back preset's piece and JSON."""
+    script, _ = _repo_with_a_kept_piece(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "docs" / "results").mkdir(exist_ok=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(FAKE_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(["bash", script, "60", "ndr-a-20", "ndr-b-30", "ndr-c-30"], env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 1
+    assert "ndr-c-30 left out" in result.stderr and "ndr-a-20" not in result.stderr
+    parts = sorted(os.listdir(out))
+    assert parts == [f"gpu_piece.tar.part{i:02d}" for i in range(len(parts))] and len(parts) <= 8
+    sizes = [os.path.getsize(out / part) for part in parts]
+    assert max(sizes) <= 16 << 20 and sum(sizes) <= 64 << 20
+
+    subprocess.run(["bash", script, "--collect", str(out)], env=env, check=True, capture_output=True)
+    pieces = repo / "docs" / "results" / "pieces"
+    assert os.path.getsize(pieces / "ndr-a-20" / "checkpoint-5.tar.part00") == 20 << 20
+    assert os.path.getsize(pieces / "ndr-b-30" / "checkpoint-5.tar.part00") == 30 << 20
+    assert not (pieces / "ndr-c-30").exists()
+    assert json.loads((repo / "docs" / "results" / "ndr-b-30.json").read_text()) == {"name": "ndr-b-30"}
 
 
 def test_gpu_piece_collect_with_nothing_back_leaves_the_kept_piece(tmp_path):
@@ -371,11 +432,11 @@ def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back
 
 
 @pytest.mark.parametrize("argv, out, message", [
-    (["60", "a", "b", "c"], "x", "one or two presets"),  # three would bring back more than 8 files
+    (["60", "a", "b", "c", "d", "e"], "x", "one to 4 presets side by side, not 5"),
     (["60", "a"], None, "$OUT"),
     (["ten", "a"], "x", "SECONDS must be a positive whole number, not 'ten'"),
     (["--collect", "no-such-folder"], None, "--collect needs the folder"),
-    (["--travel"], None, "--travel takes the device command's one or two presets, not 0"),
+    (["--travel"], None, "--travel takes the device command's one to 4 presets, not 0"),
 ])
 def test_gpu_piece_mistakes_get_one_line_and_status_2(tmp_path, argv, out, message):
     """Nothing is installed or trained when the command line is wrong: one line naming the problem, exit status 2."""
