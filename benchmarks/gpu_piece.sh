@@ -11,8 +11,7 @@
 #                 kept piece is more: this takes checkpoints/ and the other presets' pieces out of git's index, the
 #                 files untouched, and ignores them in .git/info/exclude until --collect or --restore puts them back)
 #   there:        the device's run with carry [".whl"], timeout_s 560 and the command
-#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-backward-paper ndr-ctl-forward-paper \
-#                     ndr-ctl-backward-paper-code
+#                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-forward-paper ndr-ctl-backward-paper-code
 #                 (one to four presets train side by side on the one GPU for 420 s each, resuming from
 #                 docs/results/pieces/NAME/ where a piece is there; each one's packed checkpoint, results JSON and plot
 #                 go into the archive, in the order given while it stays within 64 MiB: a thesis-size CTL piece is
