@@ -22,6 +22,7 @@ import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classe
 from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.data.export import load_splits
 from lengthgen.data.listops import OPERATIONS
+from lengthgen.training.models import predict_classes
 
 
 def root_operation(problem: str) -> str:
@@ -30,18 +31,6 @@ def root_operation(problem: str) -> str:
     if not first.startswith("[") or first[1:] not in OPERATIONS:
         raise ValueError(f"not a ListOps problem (it should open with one of {OPERATIONS}): {problem[:40]!r}")
     return first[1:]
-
-
-def predictions(model, tokenizer, problems: list[str], num_steps: int | None, batch_size: int) -> list[str]:
-    """The model's answer (a label) to each problem, batches padded as the example scripts pad them."""
-    answers = []
-    with torch.no_grad():
-        for start in range(0, len(problems), batch_size):
-            encoded = tokenizer(problems[start : start + batch_size], return_tensors="pt", padding=True)
-            steps = {"num_steps": num_steps} if num_steps else {}
-            logits = model(**encoded, **steps).logits
-            answers += [model.config.id2label[i] for i in logits.argmax(-1).tolist()]
-    return answers
 
 
 def accuracy_by_group(rows: list[dict], answers: list[str]) -> dict:
@@ -88,7 +77,9 @@ def main(argv=None):
         if args.max_examples:
             dataset = dataset.select(range(min(args.max_examples, len(dataset))))
         rows = dataset.to_list()
-        answers = predictions(model, tokenizer, [r["input"] for r in rows], args.num_steps, args.batch_size)
+        steps = {"num_steps": args.num_steps} if args.num_steps else {}
+        predicted = predict_classes(model, tokenizer, [r["input"] for r in rows], args.batch_size, **steps)
+        answers = [model.config.id2label[i] for i in predicted.tolist()]
         result = {"model": model_path, "split": name, "num_steps": args.num_steps, **accuracy_by_group(rows, answers)}
         results.append(result)
         print(f"{model_path} on listops {name} ({len(rows)} problems, {args.num_steps or 'its own'} steps): "

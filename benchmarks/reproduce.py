@@ -334,6 +334,7 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
 
     import lengthgen.modeling  # noqa: F401  (the NDR in this checkout, not the code copied into the output)
     from lengthgen.data.export import load_splits
+    from lengthgen.training.models import predict_classes
 
     preset = PRESETS[name]
     if not preset.deeper:
@@ -354,11 +355,7 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
         labels = torch.tensor([model.config.label2id[t] for t in rows["target"]])
         depths = torch.tensor(rows["difficulty"])
         for num_steps in steps:
-            predicted = torch.cat([
-                model(**tokenizer(rows["input"][i : i + 256], padding=True, return_tensors="pt"), num_steps=num_steps)
-                .logits.argmax(-1)
-                for i in range(0, len(rows), 256)
-            ])
+            predicted = predict_classes(model, tokenizer, rows["input"], num_steps=num_steps)
             correct = (predicted == labels).float()
             table.setdefault(split, {})[str(num_steps)] = {
                 "all": correct.mean().item(), **{str(int(d)): correct[depths == d].mean().item() for d in depths.unique()}

@@ -464,24 +464,3 @@ def test_listops_errors_groups_by_root_operation_and_depth_as_counted_by_hand():
     assert result["depth"] == {"1": {"accuracy": 1.0, "count": 1}, "2": {"accuracy": 2 / 3, "count": 3}}
     assert result["operation_depth"]["SM/2"] == {"accuracy": 0.5, "count": 2}
 
-
-def test_listops_errors_answers_in_padded_batches_as_one_problem_at_a_time():
-    """The batched, padded predictions equal the model's answer to each problem alone (a tiny untrained NDR, its gates
-    open, so that its answers differ from problem to problem and a mixed-up order would show)."""
-    import listops_errors
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    from lengthgen.data.tokenization import word_tokenizer
-    from lengthgen.modeling import NDRConfig
-
-    problems = ["[SM [MIN 1 2 ] 3 ]", "[MAX 7 2 ]", "[MED [SM 4 4 ] 9 1 [MIN 3 5 ] ]", "[MIN 0 9 ]"]
-    tokenizer = word_tokenizer(problems)
-    torch.manual_seed(0)
-    config = NDRConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_attention_heads=2,
-                       num_layers=3, num_labels=10, pad_token_id=tokenizer.pad_token_id, gate_bias_init=3.0,
-                       id2label={i: str(i) for i in range(10)}, label2id={str(i): i for i in range(10)})
-    model = AutoModelForSequenceClassification.from_config(config).eval()
-    batched = listops_errors.predictions(model, tokenizer, problems, num_steps=5, batch_size=3)
-    alone = [listops_errors.predictions(model, tokenizer, [p], num_steps=5, batch_size=1)[0] for p in problems]
-    assert batched == alone and len(set(alone)) > 1

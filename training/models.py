@@ -5,6 +5,7 @@ benchmarks that time their models."""
 import logging
 from dataclasses import dataclass, field
 
+import torch
 from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the Auto classes)
@@ -77,6 +78,15 @@ def encode_classification(dataset, tokenizer, labels, keep_columns=()):
         return {**tokenizer(batch["input"]), "labels": [label_ids[t] for t in batch["target"]]}
 
     return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep_columns])
+
+
+@torch.no_grad()
+def predict_classes(model, tokenizer, texts: list[str], batch_size: int = 256, **forward_kwargs) -> torch.Tensor:
+    """The class ids a sequence classifier predicts for `texts`, in padded batches of `batch_size`; `forward_kwargs`
+    go to every forward call (the NDR's `num_steps`, say)."""
+    batches = (tokenizer(texts[i : i + batch_size], padding=True, return_tensors="pt")
+               for i in range(0, len(texts), batch_size))
+    return torch.cat([model(**batch, **forward_kwargs).logits.argmax(-1) for batch in batches])
 
 
 def load_classifier(model_args: ModelArguments, tokenizer, labels):
