@@ -340,6 +340,10 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
     if not preset.deeper:
         raise ValueError(f"{name} has no deeper test split (only NDR presets do).")
     output_dir = os.path.join(output_root, name)
+    result_file = os.path.join(results_dir, f"{name}.json")
+    if not os.path.exists(result_file):  # the table goes into the run's results JSON: say so before evaluating
+        raise UsageError(f"{name}: no results JSON {result_file} to add the table to (run the preset, or copy the "
+                         "piece's JSON there)")
     params = dict(parse_param(p) for p in preset.dataset_params)
     model_dir = output_dir
     if last_checkpoint:
@@ -362,7 +366,6 @@ def num_steps_table(name: str, output_root: str, results_dir: str = RESULTS_DIR,
             }
             print(f"{name} {split} num_steps {num_steps}: "
                   + " ".join(f"{k} {v:.3f}" for k, v in table[split][str(num_steps)].items()))
-    result_file = os.path.join(results_dir, f"{name}.json")
     with open(result_file) as f:
         result = json.load(f)
     result["num_steps_table"] = {"deeper_split": preset.deeper, "trained_steps": model.config.num_layers,

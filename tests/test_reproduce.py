@@ -108,6 +108,10 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     logged = next(p for p in saved["learning_curve"] if p["step"] == 3 and "eval_accuracy" in p)
     assert last["validation"]["2"]["all"] == pytest.approx(logged["eval_accuracy"], abs=1e-6)
     assert json.loads((results_dir / "ndr-ctl-backward.json").read_text())["num_steps_table"]["model"] == "checkpoint-3"
+    # a results folder without the run's JSON: refused before the minutes of evaluation, naming the file
+    with pytest.raises(reproduce.UsageError, match="no results JSON .*elsewhere.ndr-ctl-backward.json"):
+        reproduce.num_steps_table("ndr-ctl-backward", str(output_root), str(tmp_path / "elsewhere"),
+                                  last_checkpoint=True)
     for folder in run_dir.glob("checkpoint-*"):
         shutil.rmtree(folder)
     with pytest.raises(reproduce.UsageError, match="no checkpoint in"):
