@@ -60,6 +60,14 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     try:
         for name in files:
             shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
+        tokenizer_config = os.path.join(staging, "tokenizer_config.json")
+        if os.path.isfile(tokenizer_config):  # transformers saves how it was loaded on this machine: not the Hub's
+            with open(tokenizer_config) as f:
+                settings = json.load(f)
+            loaded_as = {key: settings.pop(key) for key in ("is_local", "local_files_only") if key in settings}
+            if loaded_as:
+                with open(tokenizer_config, "w") as f:
+                    json.dump(settings, f, indent=2, ensure_ascii=False)
         if run.get("num_steps"):  # the card's numbers were measured with this many steps: make it the default
             with open(os.path.join(staging, "config.json"), "w") as f:
                 json.dump({**config, "num_steps": run["num_steps"]}, f, indent=2)
