@@ -477,8 +477,9 @@ def main(argv=None):
         result = reproduce(name, args.output_root, args.precision, args.results_dir,
                            max_train_seconds=args.max_train_seconds, verbose=args.verbose)
         if args.pack_to:
-            wall_file = os.path.join(output_dir, WALL_FILE)
-            parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=[wall_file])
+            # the run record goes with the piece: the folder it is unpacked into evaluates and releases as this run
+            records = [os.path.join(output_dir, WALL_FILE), os.path.join(output_dir, RUN_RECORD)]
+            parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=records)
             print(f"packed into {len(parts)} file(s): {', '.join(parts)}")
         print(json.dumps({"name": name, "accuracy": result["accuracy"], "target": result["target"]}, indent=1))
         if args.num_steps_table and PRESETS[name].deeper:

@@ -9,6 +9,8 @@ import sys
 import pytest
 import torch
 
+from lengthgen.training.pieces import unpack_checkpoint
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 import reproduce  # noqa: E402
@@ -65,7 +67,7 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     published = os.path.join(REPO, "docs", "results", "ndr-ctl-backward.json")
     published_before = os.stat(published).st_mtime_ns
     reproduce.main(["ndr-ctl-backward", "--precision", "fp32", "--output-root", str(output_root),
-                    "--results-dir", str(results_dir)])
+                    "--results-dir", str(results_dir), "--pack-to", str(tmp_path / "piece")])
     again = json.loads((results_dir / "ndr-ctl-backward.json").read_text())
     assert again["training"]["steps"] == 6 and again["accuracy"] == result["accuracy"]
     assert os.stat(published).st_mtime_ns == published_before
@@ -73,6 +75,9 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     record = json.loads((run_dir / "lengthgen_run.json").read_text())
     assert record["reproduce_command"] == "python benchmarks/reproduce.py ndr-ctl-backward"
     assert "--do_train" in record["command"] and "--config_overrides" in record["command"]  # the training command
+    # the piece carries the run record: unpacked on another machine, the run's folder knows how it was trained
+    unpack_checkpoint(str(tmp_path / "piece"), str(tmp_path / "elsewhere-run"))
+    assert json.loads((tmp_path / "elsewhere-run" / "lengthgen_run.json").read_text()) == record
 
     # interrupted after the checkpoint at step 3: the same command trains steps 4-6 only
     shutil.rmtree(run_dir / "checkpoint-6")
