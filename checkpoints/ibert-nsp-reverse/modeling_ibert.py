@@ -44,7 +44,8 @@ class IBertRecurrentLayer(nn.Module):
     The forward direction reads each row left to right, so padding after a row's end never reaches its real tokens.
     The backward direction reads each row's real tokens reversed in place (padding kept at the end), and its outputs
     are put back in order. A sequence's output thus does not depend on how far its batch is padded, without packing
-    the batch (`pack_padded_sequence` runs the LSTM step by step at shrinking batch sizes: 3-4x slower on CPU).
+    the batch (`pack_padded_sequence` runs the LSTM step by step at shrinking batch sizes, which is much slower on
+    CPU).
     `output[:, :, :hidden//2]` is the forward direction, `output[:, :, hidden//2:]` the backward one, as in
     `nn.LSTM(bidirectional=True)`.
     """
@@ -91,8 +92,10 @@ class IBertEmbeddings(nn.Module):
 
 
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Softmax attention written out, returning its weights. `attention_mask` as transformers' mask utilities make it:
-    additive (eager) or boolean, True where a key is seen (sdpa's mask, when the weights are asked of an sdpa model)."""
+    """Softmax attention written out, returning the output `(batch, length, heads, head_size)`, as transformers'
+    attention interface returns it, and the weights. `attention_mask` is an additive bias (padding, and whatever else a
+    model adds to the scores) or boolean, True where a key is seen (sdpa's mask, when the weights are asked of an sdpa
+    model); `dropout` applies to the weights in training."""
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None and attention_mask.dtype == torch.bool:
         attn_weights = attn_weights.masked_fill(~attention_mask, torch.finfo(attn_weights.dtype).min)
@@ -296,8 +299,10 @@ def _values_are_free(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
 
 
-def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
-    """Validate the inputs and return (batch_size, seq_len, lengths). Raises ValueError naming the problem."""
+def _check_input_ids(config, input_ids, inputs_embeds) -> tuple[int, int]:
+    """Check that exactly one of `input_ids` and `inputs_embeds` is given, with a (batch_size, sequence_length) shape
+    that has no empty axis, and that `input_ids` holds integer ids in the vocabulary (read where `_values_are_free`).
+    Returns that shape; raises ValueError naming the problem."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
     shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
@@ -313,27 +318,38 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
     if input_ids is not None and _values_are_free(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
-            bad = low if low < 0 else high
-            raise ValueError(f"Token id {bad} is outside the vocabulary [0, {config.vocab_size}).")
+            raise ValueError(f"Token id {low if low < 0 else high} is outside the vocabulary [0, {config.vocab_size}).")
+    return batch_size, seq_len
+
+
+def _check_attention_mask(attention_mask: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Check that `attention_mask` has the inputs' `shape` and (where `_values_are_free`) is right padding with a real
+    token in every row. Returns the lengths, real tokens per row; raises ValueError naming the problem."""
+    if tuple(attention_mask.shape) != shape:
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
+    lengths = attention_mask.long().sum(-1)
+    if not _values_are_free(attention_mask):
+        return lengths
+    right_padded = torch.arange(shape[1], device=attention_mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(attention_mask.bool(), right_padded):
+        raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
+    if int(lengths.min()) == 0:
+        raise ValueError("Empty sequence: a row of attention_mask has no real token.")
+    return lengths
+
+
+def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
+    """Validate the inputs and return (batch_size, seq_len, lengths). Raises ValueError naming the problem."""
+    batch_size, seq_len = _check_input_ids(config, input_ids, inputs_embeds)
     if config.position_embedding_type == "absolute" and seq_len > config.max_position_embeddings:
         raise ValueError(
             f"Sequence length {seq_len} exceeds max_position_embeddings={config.max_position_embeddings} of this "
             "model with absolute position embeddings."
         )
-    device = input_ids.device if input_ids is not None else inputs_embeds.device
     if attention_mask is None:
+        device = input_ids.device if input_ids is not None else inputs_embeds.device
         return batch_size, seq_len, torch.full((batch_size,), seq_len, dtype=torch.long, device=device)
-    if tuple(attention_mask.shape) != shape:
-        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
-    lengths = attention_mask.long().sum(-1)
-    if not _values_are_free(attention_mask):
-        return batch_size, seq_len, lengths
-    right_padded = torch.arange(seq_len, device=device)[None, :] < lengths[:, None]
-    if not torch.equal(attention_mask.bool(), right_padded):
-        raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
-    if int(lengths.min()) == 0:
-        raise ValueError("Empty sequence: a row of attention_mask has no real token.")
-    return batch_size, seq_len, lengths
+    return batch_size, seq_len, _check_attention_mask(attention_mask, (batch_size, seq_len))
 
 
 class IBertModel(IBertPreTrainedModel):

@@ -74,14 +74,21 @@ def sinusoidal_embeddings(positions: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=-1)
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert.eager_attention_forward
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Softmax attention written out, returning its weights: `attention_mask` is an additive bias (positions, padding);
-    the output is `(B, N, H, D)`, as transformers' attention interface returns it."""
-    scores = (query @ key.transpose(-1, -2)) * scaling
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = torch.softmax(scores, dim=-1)
-    return (weights @ value).transpose(1, 2).contiguous(), weights
+    """Softmax attention written out, returning the output `(batch, length, heads, head_size)`, as transformers'
+    attention interface returns it, and the weights. `attention_mask` is an additive bias (padding, and whatever else a
+    model adds to the scores) or boolean, True where a key is seen (sdpa's mask, when the weights are asked of an sdpa
+    model); `dropout` applies to the weights in training."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attn_weights = attn_weights.masked_fill(~attention_mask, torch.finfo(attn_weights.dtype).min)
+    elif attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
 
 
 class NDRAttention(nn.Module):
@@ -256,12 +263,14 @@ class NDRPreTrainedModel(PreTrainedModel):
 _ACCEPTED_KWARGS = {"num_items_in_batch", "token_type_ids", "output_hidden_states", "output_gates"}
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_kwargs
 def _check_kwargs(kwargs: dict, method: str):
     unknown = sorted(set(kwargs) - _ACCEPTED_KWARGS)
     if unknown:
         raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._values_are_free
 def _values_are_free(tensor: torch.Tensor) -> bool:
     """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
     run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
@@ -271,8 +280,11 @@ def _values_are_free(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
 
 
-def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
-    """Validate the inputs. Raises ValueError naming the problem."""
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_input_ids
+def _check_input_ids(config, input_ids, inputs_embeds) -> tuple[int, int]:
+    """Check that exactly one of `input_ids` and `inputs_embeds` is given, with a (batch_size, sequence_length) shape
+    that has no empty axis, and that `input_ids` holds integer ids in the vocabulary (read where `_values_are_free`).
+    Returns that shape; raises ValueError naming the problem."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
     shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
@@ -289,22 +301,54 @@ def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
             raise ValueError(f"Token id {low if low < 0 else high} is outside the vocabulary [0, {config.vocab_size}).")
-    if config.position_encoding != "none" and seq_len > config.max_position_embeddings:
-        raise ValueError(
-            f"Sequence length {seq_len} exceeds max_position_embeddings={config.max_position_embeddings}."
-        )
-    if attention_mask is None:
-        return
-    device = attention_mask.device
+    return batch_size, seq_len
+
+
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_attention_mask
+def _check_attention_mask(attention_mask: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Check that `attention_mask` has the inputs' `shape` and (where `_values_are_free`) is right padding with a real
+    token in every row. Returns the lengths, real tokens per row; raises ValueError naming the problem."""
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
-    if not _values_are_free(attention_mask):
-        return
     lengths = attention_mask.long().sum(-1)
-    if not torch.equal(attention_mask.bool(), torch.arange(seq_len, device=device)[None, :] < lengths[:, None]):
+    if not _values_are_free(attention_mask):
+        return lengths
+    right_padded = torch.arange(shape[1], device=attention_mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(attention_mask.bool(), right_padded):
         raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
     if int(lengths.min()) == 0:
         raise ValueError("Empty sequence: a row of attention_mask has no real token.")
+    return lengths
+
+
+def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
+    """Validate the inputs. Raises ValueError naming the problem."""
+    batch_size, seq_len = _check_input_ids(config, input_ids, inputs_embeds)
+    if config.position_encoding != "none" and seq_len > config.max_position_embeddings:
+        raise ValueError(f"Sequence length {seq_len} exceeds max_position_embeddings={config.max_position_embeddings}.")
+    if attention_mask is not None:
+        _check_attention_mask(attention_mask, (batch_size, seq_len))
+
+
+def _readout_column(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, classifier_position: str):
+    """(rows, columns): the column of each row that the classifier reads, the first one or the last real one (the last
+    one without an attention mask)."""
+    rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
+    if classifier_position == "first":
+        return rows, torch.zeros_like(rows)
+    if attention_mask is None:
+        return rows, torch.full_like(rows, hidden_states.shape[1] - 1)
+    return rows, attention_mask.long().sum(-1) - 1
+
+
+def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, num_labels: int) -> torch.Tensor:
+    """Cross-entropy of `logits` `(batch, num_labels)` against the class ids `labels` `(batch,)`. Raises ValueError for
+    labels of another shape or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    if tuple(labels.shape) != (logits.shape[0],):
+        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({logits.shape[0]},).")
+    if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
+        raise ValueError(f"Class labels must lie in [0, {num_labels}).")
+    return F.cross_entropy(logits, labels)
 
 
 class NDRModel(NDRPreTrainedModel):
@@ -412,24 +456,11 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
             **{flag: value for flag, value in flags.items() if value is not None},
         )
         hidden_states = outputs.last_hidden_state
-        batch_size, seq_len = hidden_states.shape[:2]
-        rows = torch.arange(batch_size, device=hidden_states.device)
-        if self.config.classifier_position == "first":
-            column = torch.zeros_like(rows)
-        elif attention_mask is None:
-            column = torch.full_like(rows, seq_len - 1)
-        else:
-            column = attention_mask.long().sum(-1) - 1
+        rows, column = _readout_column(hidden_states, attention_mask, self.config.classifier_position)
         if input_ids is not None:
             self._check_readout_token(input_ids[rows, column])
         logits = self.classifier(hidden_states[rows, column])
-        loss = None
-        if labels is not None:
-            if tuple(labels.shape) != (hidden_states.shape[0],):
-                raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({hidden_states.shape[0]},).")
-            if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
-                raise ValueError(f"Class labels must lie in [0, {self.num_labels}).")
-            loss = F.cross_entropy(logits, labels)
+        loss = _classification_loss(logits, labels, self.num_labels) if labels is not None else None
         output = NDRSequenceClassifierOutput(
             loss=loss,
             logits=logits,

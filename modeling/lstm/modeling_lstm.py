@@ -21,8 +21,11 @@ from transformers.utils import can_return_tuple
 from .configuration_lstm import LSTMClassifierConfig
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._values_are_free
 def _values_are_free(tensor: torch.Tensor) -> bool:
-    """Value checks run on the CPU; on an accelerator (a host-device sync each) only with LENGTHGEN_CHECK_INPUTS=1."""
+    """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
+    run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
+    with LENGTHGEN_CHECK_INPUTS=1 (the errors are the same); never while torch.compile traces."""
     if torch.compiler.is_compiling():
         return False
     return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"

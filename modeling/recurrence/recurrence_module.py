@@ -50,11 +50,11 @@ def causal_mask(length: int, like: torch.Tensor, additive: bool = True, past: in
         ~allowed, torch.finfo(like.dtype).min)
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._values_are_free with _values_are_free->values_are_free
 def values_are_free(tensor: torch.Tensor) -> bool:
-    """Whether the checks that read a tensor's values (ids in the vocabulary, right padding) run: on the CPU they cost
-    nothing; on an accelerator each would stall it with a host-device sync, so they run only with
-    LENGTHGEN_CHECK_INPUTS=1 (the errors are the same); never while torch.compile traces. (The NDR and I-BERT files
-    have the same rule: each model family's files load on their own with `trust_remote_code`.)"""
+    """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
+    run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
+    with LENGTHGEN_CHECK_INPUTS=1 (the errors are the same); never while torch.compile traces."""
     if torch.compiler.is_compiling():
         return False
     return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
@@ -259,9 +259,9 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         # Without window checkpointing every window's activations are kept until backward anyway, so the embedding
         # and the LM head run once per call, over all windows, as they do over a batch of windows in the plain
         # model: one (vocabulary x hidden) weight gradient each, where running them per window makes one per window
-        # for autograd to sum (a Llama of GPT-2 small's size trained at 0.69x the plain model's speed that way, 0.86x
-        # this way). With checkpointing, and without gradients (evaluation, generate: nothing to sum, and the loss's
-        # temporaries stay one window large), both run inside each window's step.
+        # for autograd to sum, which slows training down markedly. With checkpointing, and without gradients
+        # (evaluation, generate: nothing to sum, and the loss's temporaries stay one window large), both run inside
+        # each window's step.
         once_per_call = torch.is_grad_enabled() and not checkpointing
         embedded = self.get_input_embeddings()(tokens) if once_per_call else None
 

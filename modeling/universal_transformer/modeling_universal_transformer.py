@@ -77,13 +77,21 @@ def timing_signal(positions: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)[..., :dim]
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert.eager_attention_forward
 def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Softmax attention written out, returning its weights; `attention_mask` is an additive bias."""
-    scores = (query @ key.transpose(-1, -2)) * scaling
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = nn.functional.dropout(torch.softmax(scores, dim=-1), p=dropout, training=module.training)
-    return (weights @ value).transpose(1, 2).contiguous(), weights
+    """Softmax attention written out, returning the output `(batch, length, heads, head_size)`, as transformers'
+    attention interface returns it, and the weights. `attention_mask` is an additive bias (padding, and whatever else a
+    model adds to the scores) or boolean, True where a key is seen (sdpa's mask, when the weights are asked of an sdpa
+    model); `dropout` applies to the weights in training."""
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attn_weights = attn_weights.masked_fill(~attention_mask, torch.finfo(attn_weights.dtype).min)
+    elif attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value).transpose(1, 2).contiguous()
+    return attn_output, attn_weights
 
 
 class UniversalTransformerAttention(nn.Module):
@@ -163,49 +171,94 @@ class UniversalTransformerPreTrainedModel(PreTrainedModel):
 _ACCEPTED_KWARGS = {"num_items_in_batch", "token_type_ids", "output_hidden_states"}
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_kwargs
 def _check_kwargs(kwargs: dict, method: str):
     unknown = sorted(set(kwargs) - _ACCEPTED_KWARGS)
     if unknown:
         raise TypeError(f"{method}() got unexpected keyword argument(s) {', '.join(unknown)}.")
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._values_are_free
 def _values_are_free(tensor: torch.Tensor) -> bool:
-    """Whether the checks that read a tensor's values run: always on the CPU; on an accelerator (a host-device sync
-    each) only with LENGTHGEN_CHECK_INPUTS=1; never while torch.compile traces. (The NDR and I-BERT files have the
-    same rule: each model family's files load on their own with `trust_remote_code`.)"""
+    """Whether the checks that read a tensor's values (token ids in the vocabulary, right padding, labels in range)
+    run: on the CPU they cost nothing; on an accelerator each would stall it with a host-device sync, so they run only
+    with LENGTHGEN_CHECK_INPUTS=1 (the errors are the same); never while torch.compile traces."""
     if torch.compiler.is_compiling():
         return False
     return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
 
 
-def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
-    """Validate the inputs. Raises ValueError naming the problem."""
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_input_ids
+def _check_input_ids(config, input_ids, inputs_embeds) -> tuple[int, int]:
+    """Check that exactly one of `input_ids` and `inputs_embeds` is given, with a (batch_size, sequence_length) shape
+    that has no empty axis, and that `input_ids` holds integer ids in the vocabulary (read where `_values_are_free`).
+    Returns that shape; raises ValueError naming the problem."""
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
     shape = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
     if len(shape) != 2:
         raise ValueError(f"Expected inputs of shape (batch_size, sequence_length), got {shape}.")
-    if 0 in shape:
-        raise ValueError(f"Empty input: the inputs have shape {shape}.")
+    batch_size, seq_len = shape
+    if batch_size == 0:
+        raise ValueError("Empty batch: the inputs have batch_size 0.")
+    if seq_len == 0:
+        raise ValueError("Empty sequence: the inputs have sequence_length 0.")
     if input_ids is not None and (input_ids.is_floating_point() or input_ids.dtype == torch.bool):
         raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
     if input_ids is not None and _values_are_free(input_ids):
         low, high = int(input_ids.min()), int(input_ids.max())
         if low < 0 or high >= config.vocab_size:
             raise ValueError(f"Token id {low if low < 0 else high} is outside the vocabulary [0, {config.vocab_size}).")
-    if shape[1] > config.max_position_embeddings:
-        raise ValueError(f"Sequence length {shape[1]} exceeds max_position_embeddings={config.max_position_embeddings}.")
-    if attention_mask is None:
-        return
+    return batch_size, seq_len
+
+
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_attention_mask
+def _check_attention_mask(attention_mask: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Check that `attention_mask` has the inputs' `shape` and (where `_values_are_free`) is right padding with a real
+    token in every row. Returns the lengths, real tokens per row; raises ValueError naming the problem."""
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
-    if not _values_are_free(attention_mask):
-        return
     lengths = attention_mask.long().sum(-1)
-    if not torch.equal(attention_mask.bool(), torch.arange(shape[1])[None, :] < lengths[:, None]):
+    if not _values_are_free(attention_mask):
+        return lengths
+    right_padded = torch.arange(shape[1], device=attention_mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(attention_mask.bool(), right_padded):
         raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
     if int(lengths.min()) == 0:
         raise ValueError("Empty sequence: a row of attention_mask has no real token.")
+    return lengths
+
+
+def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
+    """Validate the inputs. Raises ValueError naming the problem."""
+    batch_size, seq_len = _check_input_ids(config, input_ids, inputs_embeds)
+    if seq_len > config.max_position_embeddings:
+        raise ValueError(f"Sequence length {seq_len} exceeds max_position_embeddings={config.max_position_embeddings}.")
+    if attention_mask is not None:
+        _check_attention_mask(attention_mask, (batch_size, seq_len))
+
+
+# Copied from lengthgen.modeling.ndr.modeling_ndr._readout_column
+def _readout_column(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, classifier_position: str):
+    """(rows, columns): the column of each row that the classifier reads, the first one or the last real one (the last
+    one without an attention mask)."""
+    rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
+    if classifier_position == "first":
+        return rows, torch.zeros_like(rows)
+    if attention_mask is None:
+        return rows, torch.full_like(rows, hidden_states.shape[1] - 1)
+    return rows, attention_mask.long().sum(-1) - 1
+
+
+# Copied from lengthgen.modeling.ndr.modeling_ndr._classification_loss
+def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, num_labels: int) -> torch.Tensor:
+    """Cross-entropy of `logits` `(batch, num_labels)` against the class ids `labels` `(batch,)`. Raises ValueError for
+    labels of another shape or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    if tuple(labels.shape) != (logits.shape[0],):
+        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({logits.shape[0]},).")
+    if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
+        raise ValueError(f"Class labels must lie in [0, {num_labels}).")
+    return F.cross_entropy(logits, labels)
 
 
 def _causal(batch_idx, head_idx, q_idx, kv_idx):
@@ -365,21 +418,11 @@ class UniversalTransformerForSequenceClassification(UniversalTransformerPreTrain
             return_dict=True, **{flag: value for flag, value in flags.items() if value is not None},
         )
         hidden_states = outputs.last_hidden_state
-        rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
-        if self.config.classifier_position == "first":
-            column = torch.zeros_like(rows)
-        elif attention_mask is None:
-            column = torch.full_like(rows, hidden_states.shape[1] - 1)
-        else:
-            column = attention_mask.long().sum(-1) - 1
+        rows, column = _readout_column(hidden_states, attention_mask, self.config.classifier_position)
         logits = self.classifier(hidden_states[rows, column])
         loss = None
         if labels is not None:
-            if tuple(labels.shape) != (hidden_states.shape[0],):
-                raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({hidden_states.shape[0]},).")
-            if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
-                raise ValueError(f"Class labels must lie in [0, {self.num_labels}).")
-            loss = F.cross_entropy(logits, labels)
+            loss = _classification_loss(logits, labels, self.num_labels)
             if outputs.ponder_cost is not None:
                 loss = loss + self.config.act_loss_weight * outputs.ponder_cost
         return UniversalTransformerSequenceClassifierOutput(
