@@ -1,27 +1,35 @@
 """Fused CPU kernel for geometric attention (thesis Eq. 5.7-5.8) followed by the weighted sum of values.
 
-C++ built with `torch.utils.cpp_extension.load_inline` on first use (about a minute, then cached in
-`TORCH_EXTENSIONS_DIR`). `load()` returns None, with a warning, when it cannot be built (no compiler, no ninja), or
-when `LENGTHGEN_FUSED_GEOMETRIC=0`; the caller then uses the pure PyTorch path of `geometric_attention.py`.
+C++ built with `torch.utils.cpp_extension.load_inline` on first use (about a minute, said in one line on stderr),
+then cached in a build folder of this installation's own (see `build_directory`). `load()` returns None, with a
+warning, when it cannot be built (no compiler, no ninja), or when `LENGTHGEN_FUSED_GEOMETRIC=0`; the caller then uses
+the pure PyTorch path of `geometric_attention.py`.
 
 What it saves over the PyTorch path: per row, the log-sigmoids, the prefix sum, the mirror-column differences and
 the exponentials are computed in a few arrays of length N that stay in cache, instead of about a dozen passes over
 (..., N, N) tensors. The logits are made and used a block of 64 rows at a time and never kept, so evaluation holds
 no (..., N, N) tensor. When a gradient is needed, forward keeps the weights A (as large as the scores) and backward
 recomputes only the logits' sigmoids: redoing the whole forward, flash attention style, would cost backward three
-more transcendental functions per score and the prefix sums again, for memory the issue's budget (2x the scores) does
-not need. Rows are independent, so forward is split over (batch x head x block of rows) tasks with ATen's thread pool
-(`torch.set_num_threads` applies; the extension is built with OpenMP, which that pool is), each thread with its own
-buffers; backward splits over whole matrices, whose blocks of rows all add to one key gradient. Each task calls BLAS
-directly, single-threaded, with denormal floats flushed to zero (see the comments in `SOURCE` for what each of these
-was worth).
+more transcendental functions per score and the prefix sums again, to save memory that the kept weights, as large as
+the scores, already fit in. Rows are independent, so forward is split over (batch x head x block of rows) tasks with
+ATen's thread pool (`torch.set_num_threads` applies; the extension is built with OpenMP, which that pool is), each
+thread with its own buffers; backward splits over whole matrices, whose blocks of rows all add to one key gradient.
+Each task calls BLAS directly, single-threaded, with denormal floats flushed to zero (the comments in `SOURCE` say why
+each of these is done).
 """
 
+import contextlib
 import hashlib
 import os
+import sys
 import warnings
 
 import torch
+
+try:
+    import fcntl
+except ImportError:  # Windows: no OS lock of our own, torch's lock file alone guards a build
+    fcntl = None
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -37,9 +45,9 @@ template <> constexpr double kLowest<double> = -700.0;
 static constexpr double kEps = 1e-12;  // F.normalize's floor on the L1 norm
 
 // Denormal floats (below 1.2e-38 in magnitude) are flushed to zero while a thread runs the kernel, then the thread's
-// setting is restored. Weights A as small as 1e-35 are common (a source behind many likely ones), and their products
-// with values or gradients fall below that range, where each operation takes a microcode assist: with them the
-// kernel ran 1.4x slower at N = 256. What is lost is under 1.2e-38 in absolute value.
+// setting is restored. Weights A near the bottom of float's normal range are common (a source behind many likely
+// ones), and their products with values or gradients fall below it, where each operation takes a slow microcode
+// assist. What is lost is under 1.2e-38 in absolute value.
 #if defined(__SSE__) || defined(__x86_64__)
 #include <xmmintrin.h>
 struct FlushDenormals {
@@ -51,10 +59,10 @@ struct FlushDenormals {
 struct FlushDenormals {};
 #endif
 
-// The weights kept for backward are as large as the scores (128 MiB at batch x heads 32 and N = 1,024), fresh memory
-// at every call: in 4 KiB pages its first writes fault 32,768 times, which took a third of the forward's time there.
-// Asking the kernel for 2 MiB pages (transparent huge pages, where the system allows them on request, as Debian's and
-// Ubuntu's default does) makes that 64 faults.
+// The weights kept for backward are as large as the scores, fresh memory at every call: in 4 KiB pages its first
+// writes take one page fault per page, a large part of the forward's time at long lengths. Asking the kernel for
+// 2 MiB pages (transparent huge pages, where the system allows them on request, as Debian's and Ubuntu's default
+// does) makes that 512 times fewer faults.
 #if defined(__linux__)
 #include <sys/mman.h>
 static void huge_pages(const torch::Tensor& t) {
@@ -67,9 +75,10 @@ static void huge_pages(const torch::Tensor& t) {
 static void huge_pages(const torch::Tensor&) {}
 #endif
 
-// Rows per block: 64 rows make the products big enough for BLAS to run near its speed (8 rows cost 1.8x at
-// N = 1024 here). Within a block the rows go kChains at a time, so that their buffers stay in L2 cache at any N:
-// the running sums along a row are serial, and the sums of kChains rows side by side let their adds overlap.
+// Rows per block: 64 rows make the products big enough for BLAS to run near its speed (fewer rows make them
+// markedly slower at long lengths). Within a block the rows go kChains at a time, so that their buffers stay in L2
+// cache at any N: the running sums along a row are serial, and the sums of kChains rows side by side let their adds
+// overlap.
 static constexpr int64_t kRows = 64;
 static constexpr int64_t kChains = 8;
 static_assert(kRows % kChains == 0, "blocks hold whole groups of chains");
@@ -90,7 +99,7 @@ struct Block {
 };
 
 // log1p(e) for e = exp(-|x|) in (0, 1]: log(1 + e) = 2 atanh(t), t = e / (2 + e) in (0, 1/3], by its series to t^15
-// (truncation below 2e-9 relative, under float's rounding). glibc's vector log1pf cost four times its expf here;
+// (truncation below 2e-9 relative, under float's rounding). glibc's vector log1pf costs several times its expf;
 // this is one division and eight multiply-adds. Double keeps std::log1p.
 template <typename T>
 static inline T log1p_unit(T e) {
@@ -244,8 +253,8 @@ int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
 }
 
 // Each task's products run on its own thread: MKL called inside a parallel region otherwise still plans for the
-// pool's threads and picks a packing (copy) kernel: backward at 2 threads took 1.1x (N = 1,024) to 1.3x (N = 256) as
-// long. Restores the thread's setting.
+// pool's threads and picks a packing (copy) kernel, which slows backward on more than one thread. Restores the
+// thread's setting.
 struct SequentialBlas {
   const int saved = MKL_Set_Num_Threads_Local ? MKL_Set_Num_Threads_Local(1) : 0;
   ~SequentialBlas() {
@@ -268,8 +277,8 @@ static bool blas(char ta, char tb, int m, int n, int k, double alpha, const doub
 }
 
 // c (m, n) = alpha * op(a) @ op(b) + beta * c for row-major matrices with leading dimensions lda, ldb, ldc, op
-// transposing where asked. Straight to BLAS: at::mm_out on from_blob tensors costs microseconds of dispatch per call,
-// and a block of rows makes four or five products of (64, N) x (N, 32).
+// transposing where asked. Straight to BLAS: at::mm_out on from_blob tensors adds ATen's dispatch to every call, and
+// a block of rows makes four or five small products.
 template <typename T>
 static void gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                  int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
@@ -432,18 +441,10 @@ def load(isa: str | None = None):
         raise ValueError(f"LENGTHGEN_GEOMETRIC_ISA must be one of {', '.join(ISA_FLAGS)}, got {isa!r}")
     if isa in _MODULES:
         return _MODULES[isa]
-    from torch.utils import cpp_extension
-
     flags = _flags(isa)
     key = hashlib.sha256((SOURCE + " ".join(flags) + torch.__version__).encode()).hexdigest()[:12]
     try:
-        _MODULES[isa] = cpp_extension.load_inline(
-            name=f"lengthgen_geometric_attention_{isa}_{key}",
-            cpp_sources=SOURCE,
-            extra_cflags=flags,
-            extra_ldflags=["-fopenmp"],
-            verbose=False,
-        )
+        _MODULES[isa] = _build(f"lengthgen_geometric_attention_{isa}_{key}", flags, isa)
     except Exception as error:  # no compiler or ninja, or a failed build: the PyTorch path is exact, only slower
         warnings.warn(
             f"lengthgen: the fused geometric attention kernel could not be built ({type(error).__name__}: "
@@ -453,3 +454,73 @@ def load(isa: str | None = None):
         )
         _MODULES[isa] = None
     return _MODULES[isa]
+
+
+def installation_key() -> str:
+    """A short hash of this installation: the Python environment (`sys.prefix`: a virtual environment's own), its
+    interpreter and the torch version. The copies of this file that checkpoints carry share the build of the
+    environment that loads them."""
+    installation = (sys.prefix, sys.executable, sys.version, torch.__version__)
+    return hashlib.sha256("\n".join(installation).encode()).hexdigest()[:10]
+
+
+def build_directory(name: str) -> str:
+    """The folder the extension `name` is built in, one of this installation's own (`installation_key`) under
+    TORCH_EXTENSIONS_DIR if set, else under torch's per-user extensions folder: two installations (two virtual
+    environments) never rebuild over each other's build or wait on it."""
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    return os.path.join(root, f"{name}_{installation_key()}")
+
+
+def _build(name: str, flags: list[str], isa: str):
+    """load_inline in `build_directory(name)`, under this installation's lock on that folder. torch guards a build
+    with a lock file that it removes when the build ends; a process killed while building leaves it behind, and
+    torch would then wait on it forever. Only lengthgen builds in this folder, and only while holding the lock taken
+    here, which the system releases when its holder dies however it ends: so, holding it, a torch lock file can only be
+    the leftover of a dead build, and is removed."""
+    from torch.utils import cpp_extension
+
+    directory = build_directory(name)
+    os.makedirs(directory, exist_ok=True)
+    with _lock(directory) as exclusive:
+        leftover = os.path.join(directory, "lock")
+        interrupted = exclusive and os.path.exists(leftover)
+        if interrupted:
+            _say(f"removing the lock file of an interrupted build of the kernel in {directory}")
+            os.remove(leftover)
+        # the name includes the source's hash, so the library exists exactly when a build of this source finished
+        # (a link that was killed midway is only redone, without the compilation)
+        library = os.path.join(directory, name + (".pyd" if os.name == "nt" else ".so"))  # torch's name for it
+        if not os.path.exists(library):
+            _say(f"compiling the fused geometric-attention kernel for {isa} (about a minute, once per installation; "
+                 "LENGTHGEN_FUSED_GEOMETRIC=0 skips it)...")
+        return cpp_extension.load_inline(
+            name=name,
+            cpp_sources=SOURCE,
+            extra_cflags=flags,
+            extra_ldflags=["-fopenmp"],
+            build_directory=directory,
+            verbose=False,
+        )
+
+
+@contextlib.contextmanager
+def _lock(directory: str):
+    """Holds an exclusive OS lock (flock) on a file of `directory` (yields True), waiting for it if another process
+    holds it; without fcntl (Windows) takes none (yields False)."""
+    if fcntl is None:
+        yield False
+        return
+    with open(os.path.join(directory, ".lengthgen-build.lock"), "a") as handle:  # closing it releases the lock
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            _say(f"waiting for another process building the kernel in {directory}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield True
+
+
+def _say(line: str) -> None:
+    print(f"lengthgen: {line}", file=sys.stderr, flush=True)
