@@ -25,39 +25,37 @@ import time
 import torch
 
 from lengthgen.data.export import load_splits
-from lengthgen.data.masked_lm import tokenize_masked_examples
-from lengthgen.presets import flags, load_presets
+from lengthgen.reproduction.reproduce import PRESETS
 from lengthgen.training.hardware import hardware
 from lengthgen.training.models import (
-    ModelArguments,
     classifier_tokenizer_and_labels,
     encode_classification,
+    encode_masked,
+    infer_head,
     load_classifier,
     load_masked_lm,
     masked_lm_tokenizer,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRESETS = load_presets("reproduction")  # presets/reproduction.yaml, as benchmarks/reproduce.py reads it
 
 
 def model_and_batches(name: str, batch_size: int, count: int, seed: int):
     """The preset's model (initialised with `seed`) and `count` training batches of its task."""
-    preset = PRESETS[name]
-    splits = load_splits(preset["dataset"], preset["dataset_config"])
+    spec = PRESETS[name].experiment()
+    splits = load_splits(spec.data.dataset_name, spec.data.dataset_config_name, spec.data.params)
     rows = splits["train"].shuffle(seed=0).select(range(batch_size * count))
     torch.manual_seed(seed)
-    args = ModelArguments(config_name=os.path.join(REPO_ROOT, preset["config"]), config_overrides=preset["overrides"])
-    if preset["script"] == "classification":
+    args = spec.model
+    if infer_head(args) == "classification":
         tokenizer, labels = classifier_tokenizer_and_labels(args, splits)
         model = load_classifier(args, tokenizer, labels)
         features = list(encode_classification(rows, tokenizer, labels))
         from transformers import DataCollatorWithPadding as Collator
     else:
-        tokenizer = masked_lm_tokenizer(args, preset["dataset"], preset["dataset_config"], splits)
+        tokenizer = masked_lm_tokenizer(args, spec.data.dataset_name, spec.data.dataset_config_name, splits)
         model = load_masked_lm(args, tokenizer)
-        encoded = tokenize_masked_examples({"input": list(rows["input"]), "target": list(rows["target"])}, tokenizer)
-        features = [{k: encoded[k][i] for k in encoded} for i in range(len(rows))]
+        features = list(encode_masked(rows, tokenizer, keep_columns=()))
         from transformers import DataCollatorForTokenClassification as Collator
     collate = Collator(tokenizer)
     batches = [collate(features[i * batch_size : (i + 1) * batch_size]) for i in range(count)]
@@ -109,7 +107,7 @@ def measure(name: str, args) -> dict:
         saved = seconds["fp32"] - seconds["fp32_compiled"]
         result["compile_break_even_steps"] = result["compile_seconds"] / saved if saved > 0 else None
 
-    lr = float(flags(PRESETS[name]["training"])["--learning_rate"][0])
+    lr = PRESETS[name].experiment().training.learning_rate
     curves = {}
     for label, seed, bf16 in (("fp32", 0, False), ("bf16", 0, True), ("fp32_seed1", 1, False)):
         fresh, _ = model_and_batches(name, args.batch_size, 1, seed=seed)

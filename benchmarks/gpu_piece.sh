@@ -1,32 +1,32 @@
 #!/usr/bin/env bash
-# One piece of the paper-scale presets on a lent GPU machine, prepared so that a session's few minutes of device time
-# go to training. The machine starts bare (no `datasets`; docs: the device README), runs one command of at most ten
-# minutes, and returns at most 8 files of at most 16 MiB, 64 MiB in all, from $OUT: so what the presets leave (packed
-# checkpoints, results JSONs, plots) comes back as one tar archive cut into parts of 16 MiB, gpu_piece.tar.partNN.
+# One piece of the paper-scale presets on a GPU machine that runs a single command of at most about ten minutes on a
+# copy of this checkout and brings back at most 8 files of at most 16 MiB (64 MiB in all) from the folder $OUT: a
+# batch job with a size-limited artifact store, say. The machine may start bare (torch and transformers, no `datasets`),
+# so the wheels of the missing dependencies travel with the checkout; what the presets leave (packed checkpoints,
+# results JSONs, plots) comes back as one tar archive cut into parts of 16 MiB, gpu_piece.tar.partNN.
 #
 #   here, once:   bash benchmarks/gpu_piece.sh --wheels
 #                 (writes .whl/, git-ignored: the wheels of the dependencies the GPU image lacks)
 #   here, before: bash benchmarks/gpu_piece.sh --travel PRESET...
-#                 (the working tree that travels to the device must stay under 64 MiB, and checkpoints/ with every
-#                 kept piece is more: this takes checkpoints/ and the other presets' pieces out of git's index, the
-#                 files untouched, and ignores them in .git/info/exclude until --collect or --restore puts them back)
-#   there:        the device's run with carry [".whl"], timeout_s 560 and the command
+#                 (the working tree that travels must stay under 64 MiB, and checkpoints/ with every kept piece is
+#                 more: this takes checkpoints/ and the other presets' pieces out of git's index, the files untouched,
+#                 and ignores them in .git/info/exclude until --collect or --restore puts them back)
+#   there:        with .whl/ carried along, the command
 #                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-forward-paper ndr-ctl-backward-paper-code
 #                 (one to four presets train side by side on the one GPU for 420 s each, resuming from
 #                 docs/results/pieces/NAME/ where a piece is there; each one's packed checkpoint, results JSON and plot
 #                 go into the archive, in the order given while it stays within 64 MiB: a thesis-size CTL piece is
 #                 8-11 MiB, the thesis ListOps one 31 MiB; a preset left out is named, and the command fails)
-#   here, after:  bash benchmarks/gpu_piece.sh --collect FILES_AT
-#                 (the archive's pieces replace docs/results/pieces/NAME/'s, the JSONs and plots go to docs/results/,
-#                 and what --travel took out of git's index goes back; --restore does only the last)
-#   and again:    with device time left, collect and issue the next command at once, with fewer SECONDS: the machine
-#                 goes back after 30 idle seconds, and a fresh start costs minutes
+#   here, after:  bash benchmarks/gpu_piece.sh --collect FOLDER
+#                 (FOLDER holds what came back: the archive's pieces replace docs/results/pieces/NAME/'s, the JSONs and
+#                 plots go to docs/results/, and what --travel took out of git's index goes back; --restore does only
+#                 the last)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {  # a command-line mistake: one line, exit status 2
     echo "gpu_piece.sh: $1 (usage: gpu_piece.sh SECONDS PRESET... | --wheels | --travel PRESET..." \
-        "| --collect FILES_AT | --restore)" >&2
+        "| --collect FOLDER | --restore)" >&2
     exit 2
 }
 
@@ -48,8 +48,8 @@ restore_index() {  # undo --travel: its paths back into git's index (as HEAD has
 if [[ "${1:-}" == "--travel" ]]; then
     shift
     (( $# >= 1 && $# <= max_presets )) ||
-        usage "--travel takes the device command's one to $max_presets presets, not $#"
-    [[ -d .git ]] || usage "--travel works in the git checkout that travels to the device"
+        usage "--travel takes the GPU command's one to $max_presets presets, not $#"
+    [[ -d .git ]] || usage "--travel works in the git checkout that travels to the GPU machine"
     ! grep -qxF "$travel_begin" "$exclude" 2> /dev/null || usage "a --travel is in place already: --restore first"
     hide=()
     [[ -d checkpoints ]] && hide+=(checkpoints)
@@ -62,7 +62,7 @@ if [[ "${1:-}" == "--travel" ]]; then
     mkdir -p "$(dirname "$exclude")"
     { echo "$travel_begin"; printf '/%s/\n' "${hide[@]}"; echo "$travel_end"; } >> "$exclude"
     bytes=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 cat 2> /dev/null | wc -c)
-    echo "travels: $(( (bytes + 1048575) / 1048576 )) MiB of the device's 64 (carried paths such as .whl/ come on" \
+    echo "travels: $(( (bytes + 1048575) / 1048576 )) MiB of the 64 that may travel (carried paths such as .whl/ come on" \
         "top); out of git's index until --collect or --restore: ${hide[*]:-nothing}"
     exit 0
 fi
@@ -87,7 +87,7 @@ fi
 
 if [[ "${1:-}" == "--collect" ]]; then
     files_at=${2:-}
-    [[ -d "$files_at" ]] || usage "--collect needs the folder the device's files were copied to (the reply's files_at)"
+    [[ -d "$files_at" ]] || usage "--collect needs the folder the GPU machine's files were copied to"
     back=$(mktemp -d)
     trap 'rm -rf "$back"' EXIT
     parts=("$files_at"/$bundle*)
@@ -111,7 +111,7 @@ seconds=${1:-}
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || usage "SECONDS must be a positive whole number, not '$seconds'"
 shift
 (( $# >= 1 && $# <= max_presets )) || usage "one to $max_presets presets side by side, not $#"
-[[ -n "${OUT:-}" ]] || usage "\$OUT (the device's folder of files to bring back) is not set"
+[[ -n "${OUT:-}" ]] || usage "\$OUT (the GPU machine's folder of files to bring back) is not set"
 out=$OUT
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
 if ls .whl/*.whl > /dev/null 2>&1; then
@@ -125,9 +125,9 @@ work=$(mktemp -d)  # work/NAME/: what each preset leaves, bundled into $OUT at t
 pids=()
 for name in "$@"; do
     resume=()
-    [[ -d docs/results/pieces/$name ]] && resume=(--unpack-from "docs/results/pieces/$name")
-    python3 benchmarks/reproduce.py "$name" --max-train-seconds "$seconds" ${resume[@]+"${resume[@]}"} \
-        --pack-to "$work/$name" > "/tmp/$name.out" 2>&1 &
+    [[ -d docs/results/pieces/$name ]] && resume=(--unpack_from "docs/results/pieces/$name")
+    python3 -m lengthgen.commands.main reproduce "$name" --max_train_seconds "$seconds" ${resume[@]+"${resume[@]}"} \
+        --pack_to "$work/$name" > "/tmp/$name.out" 2>&1 &
     pids+=($!)
 done
 status=0

@@ -24,29 +24,28 @@ from transformers import DataCollatorWithPadding
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from lengthgen.data.export import load_splits
-from lengthgen.presets import flags, load_presets
+from lengthgen.reproduction.reproduce import PRESETS
 from lengthgen.training.hardware import auto_precision, hardware
 from lengthgen.training.models import (
-    ModelArguments,
+    infer_head,
     classifier_tokenizer_and_labels,
     encode_classification,
     load_classifier,
 )
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRESETS = load_presets("reproduction")  # presets/reproduction.yaml, as benchmarks/reproduce.py reads it
 MEGA_BATCH = 50  # LengthGroupedSampler's mega-batch, in batches
 
 
 def two_orderings(name: str, batch_size: int, batches: int):
     """The preset's model and the same `batches` x `batch_size` training problems as random and as binned batches."""
-    preset = PRESETS[name]
-    if preset["script"] != "classification":
+    spec = PRESETS[name].experiment()
+    if infer_head(spec.model) != "classification":
         raise SystemExit(f"{name}: length binning is measured for the classification presets (NDR, transformer).")
-    splits = load_splits(preset["dataset"], preset["dataset_config"])
+    splits = load_splits(spec.data.dataset_name, spec.data.dataset_config_name, spec.data.params)
     rows = splits["train"].shuffle(seed=0).select(range(batch_size * MEGA_BATCH))
     torch.manual_seed(0)
-    args = ModelArguments(config_name=os.path.join(REPO_ROOT, preset["config"]), config_overrides=preset["overrides"])
+    args = spec.model
     tokenizer, labels = classifier_tokenizer_and_labels(args, splits)
     model = load_classifier(args, tokenizer, labels)
     features = list(encode_classification(rows, tokenizer, labels))
@@ -67,7 +66,7 @@ def two_orderings(name: str, batch_size: int, batches: int):
 def measure(name: str, args, bf16: bool) -> dict:
     model, batches = two_orderings(name, args.batch_size, args.batches)
     models = {"random": model, "binned": copy.deepcopy(model)}
-    lr = float(flags(PRESETS[name]["training"])["--learning_rate"][0])
+    lr = PRESETS[name].experiment().training.learning_rate
     optimizers = {m: torch.optim.AdamW(models[m].parameters(), lr=lr) for m in models}
     seconds = {m: 0.0 for m in models}
     for i in range(args.batches):

@@ -56,10 +56,9 @@ from transformers import (
 from lengthgen.data.long_documents import load_documents
 from lengthgen.training.hardware import hardware
 from lengthgen.training.pieces import get_last_checkpoint_or_none
-from lengthgen.training.scripts import run_script
+from lengthgen.training.causal_lm import parse_args as causal_lm_arguments, train_and_evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_CLM_RECURRENT = str(ROOT / "examples" / "run_clm_recurrent.py")
 BOS = "<|endoftext|>"
 
 
@@ -197,7 +196,8 @@ def pretrain(args, root: Path):
 
 
 def finetune(args, root: Path):
-    """Each variant and seed through examples/run_clm_recurrent.py, one after the other (a finished run is skipped,
+    """Each variant and seed through lengthgen's recurrent LM training (what examples/run_clm_recurrent.py runs), one
+    after the other (a finished run is skipped,
     an interrupted one resumes from its checkpoint); with seed 0, first the pretrained model itself, read in disjoint
     windows. Two processes with different `--seeds` run side by side."""
     pretrained = str(root / "pretrained")
@@ -213,16 +213,15 @@ def finetune(args, root: Path):
                                                                           "--carry_layer_states", "True"]
     for name, flags in as_is.items():
         if 0 in args.seeds and not (root / name / "all_results.json").exists():
-            run_script(RUN_CLM_RECURRENT, [*common, "--use_recurrence", "False", "--overlap", "0", *flags,
-                                           "--output_dir", str(root / name)],
-                       str(root / "finetune.log"), threads=args.threads)
+            train_and_evaluate(*causal_lm_arguments([*common, "--use_recurrence", "False", "--overlap", "0", *flags,
+                                                     "--output_dir", str(root / name)]))
     for seed in args.seeds:
         for name in args.variants:
             variant = VARIANTS[name]
             output_dir = root / f"{name}-seed{seed}"
             if (output_dir / "all_results.json").exists():
                 continue
-            run_script(RUN_CLM_RECURRENT, [
+            train_and_evaluate(*causal_lm_arguments([
                 *common, "--use_recurrence", str(variant.use_recurrence), "--overlap", str(variant.overlap),
                 "--num_memory_tokens", str(variant.num_memory_tokens),
                 *(["--carry_layer_states", "True"] if variant.carry_layer_states else []),
@@ -231,7 +230,7 @@ def finetune(args, root: Path):
                 "--learning_rate", str(args.finetune_learning_rate), "--warmup_steps", "20", "--seed", str(seed),
                 "--save_strategy", "steps", "--save_steps", "50", "--save_total_limit", "1", "--logging_steps", "25",
                 "--eval_overlaps", *map(str, variant.eval_overlaps), "--do_train", "--output_dir", str(output_dir),
-            ], str(root / "finetune.log"), threads=args.threads)
+            ]))
             print(f"{name} seed {seed}: done")
 
 

@@ -49,9 +49,8 @@ from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.modeling.recurrence.flops import meta_model
 from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import softmax_attention_layers
 from lengthgen.training.hardware import hardware
-from lengthgen.training.scripts import run_script
+from lengthgen.training.causal_lm import parse_args as causal_lm_arguments, train_and_evaluate
 
-RUN_CLM_RECURRENT = str(Path(__file__).resolve().parents[1] / "examples" / "run_clm_recurrent.py")
 
 KEY = "key"
 # the model pre-trained from scratch, by family: the paper's GPT-2, or a hybrid (linear attention, then attention)
@@ -170,12 +169,13 @@ def secret_token_loss(model, tokenizer, documents: list[str], first_window: bool
     return total / count
 
 
-def finished_or_run(argv: list[str], log_path: str) -> dict:
-    """run_clm_recurrent.py's metrics: read from its output folder if a run there finished, else from running it."""
+def finished_or_run(argv: list[str]) -> dict:
+    """The recurrent LM training's metrics (lengthgen.training.causal_lm, what examples/run_clm_recurrent.py runs):
+    read from its output folder if a run there finished, else from running it."""
     results = Path(argv[argv.index("--output_dir") + 1]) / "all_results.json"
     if results.exists():
         return json.loads(results.read_text())
-    return run_script(RUN_CLM_RECURRENT, argv, log_path)
+    return train_and_evaluate(*causal_lm_arguments(argv))
 
 
 def mean_over_seeds(per_seed: list[dict]) -> dict:
@@ -206,7 +206,7 @@ def main(argv=None):
             "--config_name", str(root / "config"), "--use_recurrence", "False", "--window_size", str(args.window_size),
             "--overlap", str(args.overlap), "--insertion_layer", str(insertion_layer(config)),
             "--output_dir", str(root / "pretrained"), *common_arguments(args, root, args.pretrain_steps),
-        ], str(root / "runs.log"))
+        ])
         results = {"settings": {k: v for k, v in vars(args).items() if k not in ("json", "output_dir")},
                    "chance_secret_loss": math.log(args.num_secrets)}
         for name in names:
@@ -216,7 +216,7 @@ def main(argv=None):
                 arguments = common_arguments(args, root, args.finetune_steps)
                 arguments[arguments.index("--seed") + 1] = str(args.seed + offset)
                 metrics = finished_or_run(["--model_name_or_path", str(root / "pretrained"), *VARIANTS[name],
-                                           "--output_dir", str(folder), *arguments], str(root / "runs.log"))
+                                           "--output_dir", str(folder), *arguments])
                 model = AutoModelForCausalLM.from_pretrained(folder).eval()
                 prefix = f"eval_overlap{args.overlap}"
                 per_seed.append({

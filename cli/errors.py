@@ -1,11 +1,11 @@
-"""One-line answers to a user's mistakes, for every command-line entry point.
+"""One-line answers to a user's mistakes, for every command.
 
-A command raises `UsageError` (or a `ValueError` / `OSError` from the library or transformers, which name the problem) and
-`run_command` prints `PROG: error: MESSAGE` on stderr and exits with status 2, as argparse does for a bad flag. The
-traceback is shown with `--debug` on the command line or `LENGTHGEN_DEBUG=1` in the environment.
+A command raises `UsageError` for a mistake in what the user asked for (a flag, a path, a value), and `run_command`
+prints `PROG: error: MESSAGE` on stderr and exits with status 2, as argparse does for a bad flag. Any other exception
+is not the user's mistake and keeps its traceback (a bug to report). `--debug` on the command line, or
+`LENGTHGEN_DEBUG=1`, shows a UsageError's traceback too.
 """
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -21,14 +21,14 @@ def debugging(argv: list[str] | None = None) -> bool:
 
 
 def run_command(main: Callable, prog: str, argv: list[str] | None = None):
-    """`main(argv)` with `--debug` removed from `argv`; a UsageError, ValueError or OSError becomes one line
-    on stderr and exit status 2 (unless debugging, when it propagates with its traceback)."""
+    """`main(argv)` with `--debug` removed from `argv`; a UsageError becomes one line on stderr and exit status 2
+    (unless debugging, when it propagates with its traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = debugging(argv)
     argv = [a for a in argv if a != "--debug"]
     try:
         return main(argv)
-    except (ValueError, OSError, argparse.ArgumentTypeError) as error:  # OSError: a file or Hub repo not found
+    except UsageError as error:
         if debug:
             raise
         message = " ".join(str(error).split()) or type(error).__name__

@@ -1,19 +1,21 @@
-"""Export a builder's data as a Hub-style dataset folder, and the `lengthgen-data` console script.
+"""The builders by name, their generating parameters checked, and a builder's data exported as a Hub-style dataset
+folder (`lengthgen data export`).
 
-    lengthgen-data export nsp_inductive --output-dir data_out                  # every config
-    lengthgen-data export nsp_inductive --config add --output-dir data_out --param train_size=1000
-    lengthgen-data export ptb_inductive --config char --output-dir data_out --param source=/path/to/ptb
+    lengthgen data export nsp_inductive --output_dir data_out                  # every config
+    lengthgen data export nsp_inductive --dataset_config_name add --output_dir data_out --dataset_param train_size=1000
+    lengthgen data export ptb_inductive --dataset_config_name char --output_dir data_out --dataset_param source=/path/to/ptb
 
 writes ``data_out/nsp_inductive/{config}/{split}-00000-of-00001.parquet``, ``{config}/generation.json`` (the generating
 parameters and a fingerprint) and a README.md dataset card whose ``configs:`` header lets
 ``datasets.load_dataset("data_out/nsp_inductive", "add")`` read it, locally or once pushed to the Hub.
 """
 
-import argparse
 import hashlib
 import json
 import os
 import tempfile
+
+from lengthgen.cli import UsageError
 
 from .chomsky_hierarchy import ChomskyHierarchy
 from .ctl import CTL
@@ -49,12 +51,12 @@ def builder_config(name: str, config_name: str | None = None):
     """The BuilderConfig `config_name` (default: the builder's default) of lengthgen builder `name`; ValueError listing
     the valid names for an unknown dataset or config."""
     if name not in BUILDERS:
-        raise ValueError(f"Unknown dataset {name!r}; expected one of {', '.join(sorted(BUILDERS))}.")
+        raise UsageError(f"Unknown dataset {name!r}; expected one of {', '.join(sorted(BUILDERS))}.")
     builder = BUILDERS[name]
     configs = {c.name: c for c in builder.BUILDER_CONFIGS}
     config_name = config_name or builder.DEFAULT_CONFIG_NAME or next(iter(configs))
     if config_name not in configs:
-        raise ValueError(f"Unknown config {config_name!r} of {name}; expected one of {', '.join(configs)}.")
+        raise UsageError(f"Unknown config {config_name!r} of {name}; expected one of {', '.join(configs)}.")
     return configs[config_name]
 
 
@@ -65,12 +67,12 @@ def _kind(default) -> str:
 
 
 def check_params(name: str, config_name: str | None, params: dict):
-    """ValueError naming the generating parameter that `name` does not have, or whose value is of the wrong kind
+    """UsageError naming the generating parameter that `name` does not have, or whose value is of the wrong kind
     (compared with the config's default) or a negative size, before anything is generated."""
     known = builder_config(name, config_name).generator_arguments()
     for key, value in params.items():
         if key not in known:
-            raise ValueError(f"{name} has no generating parameter {key!r}; its parameters: {', '.join(known)}.")
+            raise UsageError(f"{name} has no generating parameter {key!r}; its parameters: {', '.join(known)}.")
         default = known[key]
         if default is None:
             continue
@@ -84,10 +86,10 @@ def check_params(name: str, config_name: str | None, params: dict):
         else:
             right = isinstance(value, type(default))
         if not right:
-            raise ValueError(f"Generating parameter {key} of {name} takes {_kind(default)} (default "
+            raise UsageError(f"Generating parameter {key} of {name} takes {_kind(default)} (default "
                              f"{json.dumps(list(default) if isinstance(default, tuple) else default)}), got {value!r}.")
         if key.endswith("_size") and value < 0:
-            raise ValueError(f"Generating parameter {key} of {name} must be at least 0, got {value}.")
+            raise UsageError(f"Generating parameter {key} of {name} must be at least 0, got {value}.")
 
 
 def build(name: str, config_name: str | None = None, cache_dir: str | None = None, **params):
@@ -115,7 +117,7 @@ def load_splits(name: str, config_name: str | None = None, params: dict | None =
     if name in BUILDERS:
         return build(name, config_name, **(params or {}))[1]
     if params:
-        raise ValueError("Generating parameters apply to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
+        raise UsageError("Generating parameters apply to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
     import datasets
 
     return datasets.load_dataset(name, config_name)
@@ -186,10 +188,12 @@ def export(name: str, output_dir: str, config_names=None, push_to_hub: str | Non
     return folder
 
 
-def parse_param(text: str):
+def parse_param(text: str) -> tuple:
+    """`KEY=VALUE` as (key, value), the value read as JSON where it is JSON (`train_size=1000`, `test_lengths=[41,500]`,
+    lists as tuples) and as a string otherwise (`source=/data/ptb`)."""
     key, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"--param takes KEY=VALUE, got {text!r}")
+    if not sep or not key:
+        raise UsageError(f"--dataset_param takes KEY=VALUE, got {text!r}")
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError:
@@ -197,29 +201,15 @@ def parse_param(text: str):
     return key, tuple(parsed) if isinstance(parsed, list) else parsed
 
 
-def parse_and_export(argv=None):
-    parser = argparse.ArgumentParser(prog="lengthgen-data", description="lengthgen's length-split datasets")
-    commands = parser.add_subparsers(dest="command", required=True)
-    export_parser = commands.add_parser("export", help="write a Hub-style parquet dataset folder")
-    export_parser.add_argument("name", choices=sorted(BUILDERS))
-    export_parser.add_argument("--config", action="append", help="config to export (repeatable; default: all)")
-    export_parser.add_argument("--output-dir", required=True)
-    export_parser.add_argument("--push-to-hub", metavar="REPO", help="also upload the folder to this dataset repo")
-    export_parser.add_argument(
-        "--param", action="append", type=parse_param, default=[], metavar="KEY=VALUE",
-        help="override a generating parameter, e.g. train_size=1000 or train_difficulties=[2,4] (JSON values)",
-    )
-    args = parser.parse_args(argv)
-    folder = export(args.name, args.output_dir, args.config, args.push_to_hub, **dict(args.param))
-    print(folder)
+def parse_params(params) -> dict:
+    """Generating parameters as one mapping, from a list of `KEY=VALUE` (a command line) or a mapping (a spec file, a
+    model card): the one syntax of every command."""
+    if isinstance(params, dict):
+        return {key: tuple(value) if isinstance(value, list) else value for key, value in params.items()}
+    return dict(parse_param(text) for text in params or [])
 
 
-def main(argv=None):
-    """The console script: a mistake is one line and exit status 2."""
-    from lengthgen.cli import run_command
-
-    run_command(parse_and_export, "lengthgen-data", argv)
-
-
-if __name__ == "__main__":
-    main()
+def params_as_list(params: dict) -> list[str]:
+    """The mapping back as `KEY=VALUE` texts (JSON values), as a command line or a model card writes them."""
+    return [f"{key}={json.dumps(list(value) if isinstance(value, tuple) else value)}" if not isinstance(value, str)
+            else f"{key}={value}" for key, value in params.items()]

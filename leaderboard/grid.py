@@ -6,28 +6,28 @@ import traceback
 
 import torch
 
+from lengthgen.cli import UsageError
+
 from . import cell
-from .models import resolve_model_config
+from .models import model_section
 from .tables import write_leaderboard
-from .tasks import resolve_task
+from .tasks import resolve_task, with_params
 
 
-def run_grid(
-    models, tasks, seeds: int, output_dir: str, budget: cell.Budget, data_scale: str = "small", params: dict | None = None
-) -> list[dict]:
+def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None = None, data_scale: str = "small",
+             params: dict | None = None, threads: int | None = None) -> list[dict]:
     """Every (model, task, seed) cell not already finished in `output_dir/cells`, then the leaderboard from all the
-    cells there. `params` overrides generating parameters per builder: {"chomsky_hierarchy": {"train_size": 1000}}.
+    cells there. `training` changes the budget of presets/leaderboard.yaml (`{"max_steps": 600}`); `params` sets
+    generating parameters of every task whose builder has them (`{"train_size": 1000}`).
 
-    Names, and whether every model can take every task, are checked before any training (ValueError)."""
+    Names, and whether every model can take every task, are checked before any training (UsageError)."""
     from tqdm.auto import tqdm
 
     for model in models:
-        resolve_model_config(model)
-    resolved = [resolve_task(t, data_scale) for t in tasks]
-    for task in resolved:
-        task.params.update((params or {}).get(task.dataset, {}))
-    if budget.threads:
-        torch.set_num_threads(budget.threads)
+        model_section(model)
+    resolved = with_params([resolve_task(t, data_scale) for t in tasks], params or {})
+    if threads:
+        torch.set_num_threads(threads)
     cells_dir = os.path.join(output_dir, "cells")
     os.makedirs(cells_dir, exist_ok=True)
 
@@ -52,15 +52,15 @@ def run_grid(
     for model, task_name in dict.fromkeys((m, t.name) for m, t, _, _ in todo):
         try:
             cell.check_model_takes_task(model, prepared[task_name])
-        except ValueError as error:
+        except UsageError as error:
             problems.append(str(error))
     if problems:
-        raise ValueError("\n".join(problems))
+        raise UsageError("\n".join(problems))
 
-    for model, task, seed, path in (progress := tqdm(todo, desc="lengthgen-leaderboard", unit="cell")):
+    for model, task, seed, path in (progress := tqdm(todo, desc="lengthgen leaderboard", unit="cell")):
         progress.set_postfix_str(f"{model} {task.name} seed {seed}")
         try:
-            record = cell.run_cell(model, prepared[task.name], seed, budget)
+            record = cell.run_cell(model, prepared[task.name], seed, training or {})
         except Exception as error:  # recorded; the other cells go on
             record = {
                 "model": model, "task": task.name, "seed": seed, "status": "failed",

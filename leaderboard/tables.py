@@ -1,4 +1,4 @@
-"""The leaderboard of a `lengthgen-leaderboard` output folder, from its cell JSONs alone.
+"""The leaderboard of a `lengthgen leaderboard` output folder, from its cell JSONs alone.
 
 `leaderboard.md` and `leaderboard.csv`: per task and model, the score (mean accuracy over the difficulties above the
 training range, as Delétang et al. score) of the best and the median seed, the fit (accuracy on a sample of training
@@ -15,6 +15,8 @@ import json
 import os
 import statistics
 
+from lengthgen.plots import Curve, plot_accuracy
+
 
 def load_cells(output_dir: str) -> list[dict]:
     cells = []
@@ -26,14 +28,14 @@ def load_cells(output_dir: str) -> list[dict]:
 
 def fit(cell: dict) -> float:
     """Accuracy on the sample of training examples (all of them, not per difficulty)."""
-    values = cell["accuracy"]["train_sample"].values()
+    values = cell["accuracy"]["train"].values()
     return sum(v[cell["metric"]] * v["examples"] for v in values) / sum(v["examples"] for v in values)
 
 
 def curve(cell: dict) -> dict[int, float]:
     """The cell's accuracy at each difficulty of the held-out splits (its score's metric)."""
     return {
-        int(d): v[cell["metric"]] for split, values in cell["accuracy"].items() if split != "train_sample"
+        int(d): v[cell["metric"]] for split, values in cell["accuracy"].items() if split != "train"
         for d, v in values.items()
     }
 
@@ -41,7 +43,7 @@ def curve(cell: dict) -> dict[int, float]:
 def calibration(cell: dict) -> float | None:
     """Mean expected calibration error over the scored difficulties (None for cells written before ECE was kept)."""
     scored = {str(d) for d in cell["score_difficulties"]}
-    values = [v["ece"] for split, table in cell["accuracy"].items() if split != "train_sample"
+    values = [v["ece"] for split, table in cell["accuracy"].items() if split != "train"
               for d, v in table.items() if d in scored and "ece" in v]
     return statistics.fmean(values) if values else None
 
@@ -84,29 +86,14 @@ def _format(value) -> str:
 
 
 def plot_task(task: str, cells: list[dict], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    models = sorted({c["model"] for c in cells})
-    train_range = cells[0]["train_difficulties"]
-    axes.axvspan(train_range[0] - 0.5, train_range[1] + 0.5, color="0.9", label="training range")
-    for model in models:
-        curves = [curve(c) for c in cells if c["model"] == model]
-        difficulties = sorted(set().union(*curves))
-        values = [[c[d] for c in curves if d in c] for d in difficulties]
-        axes.plot(difficulties, [statistics.median(v) for v in values], marker="." if len(difficulties) < 30 else None,
-                  label=f"{model} ({len(curves)} seed{'s' if len(curves) > 1 else ''})")
-        if len(curves) > 1:
-            axes.fill_between(difficulties, [min(v) for v in values], [max(v) for v in values], alpha=0.15)
-    axes.set(xlabel="difficulty (length / depth / digits)", ylabel=cells[0]["metric"].replace("_", " "),
-             title=task, ylim=(-0.02, 1.02))
-    axes.legend(fontsize="small")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    """Accuracy against difficulty, a line per model: the median over its seeds, the band from the worst to the best."""
+    curves = []
+    for model in sorted({c["model"] for c in cells}):
+        runs = [curve(c) for c in cells if c["model"] == model]
+        values = {d: [run[d] for run in runs if d in run] for d in sorted(set().union(*runs))}
+        curves.append(Curve(f"{model} ({len(runs)} seed{'s' if len(runs) > 1 else ''})", values))
+    plot_accuracy(curves, path, train_range=tuple(cells[0]["train_difficulties"]), title=task, size=(7, 4),
+                  ylabel=cells[0]["metric"].replace("_", " "))
 
 
 def write_leaderboard(output_dir: str) -> str:
@@ -124,14 +111,14 @@ def write_leaderboard(output_dir: str) -> str:
                              _format(r["fit_median"]), _format(r["ece_median"]), r["seeds"], " | ".join(r["failed"])])
     with open(os.path.join(output_dir, "accuracy_by_length.csv"), "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["task", "model", "seed", "split", "difficulty", "sequence_accuracy", "token_accuracy", "ece",
+        writer.writerow(["task", "model", "seed", "split", "difficulty", "accuracy", "token_accuracy", "ece",
                          "examples"])
         for c in cells:
             if c["status"] != "ok":
                 continue
             for split, values in c["accuracy"].items():
                 for d, v in sorted(values.items(), key=lambda item: int(item[0])):
-                    writer.writerow([c["task"], c["model"], c["seed"], split, d, f"{v['sequence_accuracy']:.4f}",
+                    writer.writerow([c["task"], c["model"], c["seed"], split, d, f"{v['accuracy']:.4f}",
                                      f"{v['token_accuracy']:.4f}", _format(v.get("ece")), v["examples"]])
 
     os.makedirs(os.path.join(output_dir, "plots"), exist_ok=True)

@@ -2,18 +2,11 @@
 
 from dataclasses import dataclass, field
 
-from lengthgen.cli import local_path_or_hub_id
-from lengthgen.data.export import BUILDERS, load_splits
+from lengthgen.cli import UsageError, local_path_or_hub_id
+from lengthgen.data.export import BUILDERS, builder_config, load_splits
+from lengthgen.presets import load_table
 
-# Generating parameters of `--data-scale small`: a CPU leaderboard in hours (train <= 20, test 21-100 for the
-# Chomsky-hierarchy tasks; fewer rows elsewhere; the splits' difficulties as in the papers).
-SMALL_SCALE = {
-    "chomsky_hierarchy": dict(train_lengths=(1, 20), test_lengths=(21, 100), train_size=20_000, test_size=1_600),
-    "ctl": dict(validation_iid_size=500, validation_size=500, test_size=500),
-    "listops": dict(train_size=20_000, validation_size=500, test_size=500),
-    "simple_arithmetic": dict(train_size=20_000, validation_size=500, test_size=500),
-    "nsp_inductive": dict(validation_size=512),
-}
+DATA_SCALES = load_table("leaderboard")["_data_scales"]  # generating parameters per builder, per scale
 LEADERBOARD_BUILDERS = [name for name in BUILDERS if name != "ptb_inductive"]  # PTB needs a corpus download
 
 
@@ -30,7 +23,9 @@ class Task:
 
     @property
     def metric(self) -> str:
-        return "token_accuracy" if self.dataset == "chomsky_hierarchy" else "sequence_accuracy"
+        """The score's accuracy: per token on the Chomsky-hierarchy tasks (as Delétang et al. score them), the whole
+        answer elsewhere (as their papers do)."""
+        return "token_accuracy" if self.dataset == "chomsky_hierarchy" else "accuracy"
 
     def load(self):
         return load_splits(self.dataset, self.config, self.params)
@@ -47,6 +42,23 @@ def resolve_task(name: str, data_scale: str = "small") -> Task:
         configs = [c.name for c in BUILDERS[dataset].BUILDER_CONFIGS]
         config = config or BUILDERS[dataset].DEFAULT_CONFIG_NAME or configs[0]
         if config in configs:
-            params = SMALL_SCALE.get(dataset, {}) if data_scale == "small" else {}
-            return Task(f"{dataset}/{config}", dataset, config, dict(params))
-    raise ValueError(f"Unknown task {name!r}; expected one of: {', '.join(task_names())}, or hf:PATH_OR_HUB_ID[:CONFIG].")
+            params = {k: tuple(v) if isinstance(v, list) else v
+                      for k, v in (DATA_SCALES[data_scale] or {}).get(dataset, {}).items()}
+            return Task(f"{dataset}/{config}", dataset, config, params)
+    raise UsageError(f"Unknown task {name!r}; expected one of: {', '.join(task_names())}, or hf:PATH_OR_HUB_ID[:CONFIG].")
+
+
+def with_params(tasks: list[Task], params: dict) -> list[Task]:
+    """Each task with the generating parameters of `params` that its builder has; a UsageError naming a parameter that
+    none of the tasks' builders has."""
+    used = set()
+    for task in tasks:
+        if task.dataset in BUILDERS:
+            own = builder_config(task.dataset, task.config).generator_arguments()
+            mine = {key: value for key, value in params.items() if key in own}
+            task.params.update(mine)
+            used.update(mine)
+    unused = [key for key in params if key not in used]
+    if unused:
+        raise UsageError(f"--dataset_param {unused[0]}: none of the tasks' builders has this generating parameter.")
+    return tasks

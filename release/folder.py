@@ -5,35 +5,32 @@ import os
 import shutil
 import tempfile
 
+from lengthgen.training.results import PLOT, RESULTS_FILE, ExperimentResult
+
 from .card import model_card
 from .hub import ReleaseError, check_push, upload
-from .records import PLOT, RUN_RECORD, accuracy_tables
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 
 
-def read_output_dir(output_dir: str) -> tuple[dict, dict, dict]:
-    """(config, run record, accuracy tables) of a trained output directory, or a ReleaseError naming what is missing."""
+def read_output_dir(output_dir: str) -> tuple[dict, ExperimentResult]:
+    """(config, results) of a trained output folder, or a ReleaseError naming what is missing."""
     if not os.path.isdir(output_dir):
         raise ReleaseError(f"{output_dir} is not a directory.")
     missing = [f for f in ("config.json", "model.safetensors") if not os.path.isfile(os.path.join(output_dir, f))]
     if missing:
         raise ReleaseError(f"{output_dir} holds no trained model: {' and '.join(missing)} missing.")
-    if not os.path.isfile(os.path.join(output_dir, "all_results.json")):
-        raise ReleaseError(f"{output_dir} has no results: all_results.json missing (train with --do_eval).")
-    with open(os.path.join(output_dir, "all_results.json")) as f:
-        tables = accuracy_tables(json.load(f))
-    if not tables:
-        raise ReleaseError(f"{output_dir}/all_results.json holds no evaluation accuracy.")
-    if not os.path.isfile(os.path.join(output_dir, RUN_RECORD)):
-        raise ReleaseError(f"{output_dir} has no {RUN_RECORD}: it was not written by a lengthgen example script.")
+    if not os.path.isfile(os.path.join(output_dir, RESULTS_FILE)):
+        raise ReleaseError(f"{output_dir} has no {RESULTS_FILE}: it was not written by lengthgen's experiment runner "
+                           "(lengthgen train, the example scripts, lengthgen reproduce).")
+    result = ExperimentResult.load(output_dir)
+    if not result.scores:
+        raise ReleaseError(f"{output_dir}/{RESULTS_FILE} holds no evaluation (train with do_eval).")
     with open(os.path.join(output_dir, "config.json")) as f:
         config = json.load(f)
     if not config.get("auto_map"):
         raise ReleaseError(f"{output_dir}/config.json has no auto_map: the model code cannot travel with it.")
-    with open(os.path.join(output_dir, RUN_RECORD)) as f:
-        run = json.load(f)
-    return config, run, tables
+    return config, result
 
 
 def release(output_dir: str, repo_id: str, target: str | None = None, push: bool = False) -> str:
@@ -43,7 +40,7 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     and moved into place only when complete, so a failure leaves no partial folder.
     """
     check_push(repo_id, push)
-    config, run, tables = read_output_dir(output_dir)
+    config, result = read_output_dir(output_dir)
     target = os.path.abspath(target or repo_id.split("/")[-1])
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise ReleaseError(f"Target folder {target} exists and is not empty.")
@@ -68,10 +65,11 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
             if loaded_as:
                 with open(tokenizer_config, "w") as f:
                     json.dump(settings, f, indent=2, ensure_ascii=False)
-        if run.get("num_steps"):  # the card's numbers were measured with this many steps: make it the default
+        num_steps = result.spec.get("model", {}).get("num_steps")
+        if num_steps:  # the card's numbers were measured with this many steps: make it the default
             with open(os.path.join(staging, "config.json"), "w") as f:
-                json.dump({**config, "num_steps": run["num_steps"]}, f, indent=2)
-        model_card(repo_id, config, run, tables, PLOT in files).save(os.path.join(staging, "README.md"))
+                json.dump({**config, "num_steps": num_steps}, f, indent=2)
+        model_card(repo_id, config, result, PLOT in files).save(os.path.join(staging, "README.md"))
         if os.path.isdir(target):
             os.rmdir(target)
         os.rename(staging, target)
@@ -86,7 +84,7 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
 def is_release_folder(folder: str) -> bool:
     """A folder `release` wrote (or one shipped in checkpoints/): model, code and a model card, no training outputs."""
     return os.path.isfile(os.path.join(folder, "README.md")) and os.path.isfile(os.path.join(folder, "config.json")) \
-        and not os.path.isfile(os.path.join(folder, RUN_RECORD))
+        and not os.path.isfile(os.path.join(folder, RESULTS_FILE))
 
 
 def publish(folder: str, repo_id: str) -> str:

@@ -8,13 +8,29 @@ import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401
-from lengthgen.data.masked_lm import tokenize_masked_examples
+from lengthgen.cli import UsageError
+from lengthgen.commands.train import main as train
 from lengthgen.data.nsp import generate_nsp
+from lengthgen.training import ExperimentResult
+from lengthgen.training.runner import ExperimentTrainer
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "examples"))
-import nsp_length_generalization  # noqa: E402
-import run_mlm  # noqa: E402
+
+
+def run_mlm(argv) -> dict:
+    """examples/run_mlm.py's main, in this process: the run's metrics."""
+    return train(argv, head="masked_lm", program="python examples/run_mlm.py", train_and_evaluate=False).metrics
+
+
+def main_job(argv) -> dict:
+    """examples/nsp_length_generalization.py's main, in this process (loaded from its file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("main_job", os.path.join(REPO, "examples", "nsp_length_generalization.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main(argv)
+
 
 TINY = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"
 
@@ -26,7 +42,7 @@ def run_args(output_dir, config="hub_configs/ibert-nsp", overrides=TINY, extra=(
     return [
         "--config_name", os.path.join(REPO, config),
         "--config_overrides", overrides,
-        "--dataset_config_name", task,
+        "--dataset_name", "nsp_inductive", "--dataset_config_name", task,
         *(["--dataset_param", *generating] if generating else []),
         "--output_dir", str(output_dir),
         "--do_train", "--do_eval",
@@ -40,27 +56,27 @@ def run_args(output_dir, config="hub_configs/ibert-nsp", overrides=TINY, extra=(
 
 
 def sequence_accuracy(model_dir, rows):
-    """Exact-match accuracy on the masked spans of `rows`, computed here from the saved model."""
+    """Exact-match accuracy on the masked spans of `rows`, computed here from the saved model, one row at a time."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForMaskedLM.from_pretrained(model_dir).eval()
-    features = tokenize_masked_examples({"input": [r["input"] for r in rows], "target": [r["target"] for r in rows]}, tokenizer)
     correct = 0
-    for input_ids, labels in zip(features["input_ids"], features["labels"]):
+    for row in rows:
+        input_ids = tokenizer(row["input"])["input_ids"]
+        target_ids = torch.tensor(tokenizer(row["target"])["input_ids"])
         with torch.no_grad():
             predicted = model(torch.tensor([input_ids])).logits[0].argmax(-1)
-        labels = torch.tensor(labels)
-        masked = labels != -100
-        correct += bool((predicted[masked] == labels[masked]).all())
+        masked = torch.tensor(input_ids) == tokenizer.mask_token_id
+        correct += bool((predicted[masked] == target_ids[masked]).all())
     return correct / len(rows)
 
 
 def test_tiny_ibert_learns_copy_up_to_4_digits(tmp_path):
     """End-to-end proof that training works: >= 99% exact copies on fresh sequences of the trained lengths."""
-    run_mlm.main(
+    run_mlm(
         [
             "--config_name", os.path.join(REPO, "hub_configs/ibert-nsp"),
             "--config_overrides", "hidden_size=64,num_hidden_layers=2,num_attention_heads=4,intermediate_size=128",
-            "--dataset_config_name", "copy",
+            "--dataset_name", "nsp_inductive", "--dataset_config_name", "copy",
             "--dataset_param", "train_size=3000", "train_difficulties=[1,4]", "validation_size=100",
             "validation_difficulties=[5,6]",
             "--output_dir", str(tmp_path),
@@ -80,14 +96,16 @@ def test_tiny_ibert_learns_copy_up_to_4_digits(tmp_path):
 
 
 def test_run_mlm_saves_model_tokenizer_card_metrics_and_tensorboard(tmp_path):
-    metrics = run_mlm.main(run_args(tmp_path, extra=["--eval_train_samples", "16", "--lr_decay_per_epoch", "0.97"]))
+    metrics = run_mlm(run_args(tmp_path, extra=["--eval_train_samples", "16", "--lr_decay_per_epoch", "0.97"]))
     files = set(os.listdir(tmp_path))
     assert {"config.json", "model.safetensors", "modeling_ibert.py", "tokenizer.json", "README.md", "all_results.json"} <= files
     assert any(f.startswith("events.out.tfevents") for _, _, fs in os.walk(tmp_path / "runs") for f in fs)
     for d in (4, 5):
-        assert 0.0 <= metrics[f"eval_validation_sequence_accuracy_d{d}"] <= 1.0
+        assert 0.0 <= metrics[f"eval_validation_accuracy_d{d}"] <= 1.0
     assert {"eval_validation_token_accuracy", "eval_validation_bits_per_token", "eval_validation_perplexity",
-            "eval_train_sequence_accuracy", "train_train_samples_per_second"} <= set(metrics)
+            "eval_train_accuracy", "train_samples_per_second"} <= set(metrics)
+    record = ExperimentResult.load(str(tmp_path))
+    assert record.head == "masked_lm" and record.scores["train"]["all"]["examples"] == 16
     card = (tmp_path / "README.md").read_text()
     assert "I-BERT: Inductive Generalization" in card and "| validation | 5 |" in card
     # the saved checkpoint reloads and continues training (resume from a checkpoint)
@@ -97,17 +115,17 @@ def test_run_mlm_saves_model_tokenizer_card_metrics_and_tensorboard(tmp_path):
 
 def test_run_mlm_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
     # a later flag wins over run_args' "--save_strategy no"
-    run_mlm.main(run_args(tmp_path, extra=["--save_strategy", "steps", "--save_steps", "8", "--max_steps", "8"]))
+    run_mlm(run_args(tmp_path, extra=["--save_strategy", "steps", "--save_steps", "8", "--max_steps", "8"]))
     assert (tmp_path / "checkpoint-8").is_dir()
     resumed_from = []
-    original_train = run_mlm.Trainer.train
+    original_train = ExperimentTrainer.train
 
     def spy(self, resume_from_checkpoint=None, **kwargs):
         resumed_from.append(resume_from_checkpoint)
         return original_train(self, resume_from_checkpoint=resume_from_checkpoint, **kwargs)
 
-    monkeypatch.setattr(run_mlm.Trainer, "train", spy)
-    run_mlm.main(run_args(tmp_path, extra=["--save_strategy", "steps", "--save_steps", "8", "--max_steps", "12"]))
+    monkeypatch.setattr(ExperimentTrainer, "train", spy)
+    run_mlm(run_args(tmp_path, extra=["--save_strategy", "steps", "--save_steps", "8", "--max_steps", "12"]))
     assert resumed_from == [str(tmp_path / "checkpoint-8")]
     state = json.loads((tmp_path / "trainer_state.json").read_text())
     assert state["global_step"] == 12
@@ -115,7 +133,7 @@ def test_run_mlm_resumes_from_its_last_checkpoint(tmp_path, monkeypatch):
 
 def test_run_mlm_on_ptb_char_fixture(tmp_path):
     fixture = os.path.join(REPO, "tests", "fixtures", "ptb")
-    metrics = run_mlm.main(
+    metrics = run_mlm(
         [
             "--config_name", os.path.join(REPO, "hub_configs/ibert-base"),
             "--config_overrides", TINY,
@@ -126,7 +144,7 @@ def test_run_mlm_on_ptb_char_fixture(tmp_path):
             "--per_device_train_batch_size", "8", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true",
         ]
     )
-    buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_sequence_accuracy_d"))
+    buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_accuracy_d"))
     assert buckets and all(b % 16 == 0 and 192 <= b <= 224 for b in buckets)
     # bits per character over the masked characters: near log2(99 characters) = 6.6 for a barely trained model
     assert 5 < metrics["eval_validation_bits_per_token"] < 8
@@ -134,7 +152,7 @@ def test_run_mlm_on_ptb_char_fixture(tmp_path):
 
 def test_run_mlm_on_ptb_word_fixture_builds_word_vocabulary(tmp_path):
     fixture = os.path.join(REPO, "tests", "fixtures", "ptb")
-    metrics = run_mlm.main(
+    metrics = run_mlm(
         [
             "--config_name", os.path.join(REPO, "hub_configs/ibert-base"),
             "--config_overrides", TINY,
@@ -148,7 +166,7 @@ def test_run_mlm_on_ptb_word_fixture_builds_word_vocabulary(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     assert tokenizer.unk_token == "<unk>" and "market" in tokenizer.get_vocab()
     assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] == len(tokenizer)
-    buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_sequence_accuracy_d"))
+    buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_accuracy_d"))
     assert buckets and all(b % 8 == 0 and 24 <= b <= 64 for b in buckets)
     assert metrics["eval_validation_perplexity"] > 1
 
@@ -157,10 +175,10 @@ def test_run_mlm_on_an_exported_dataset_folder(tmp_path):
     from lengthgen.data.export import export
 
     folder = export("nsp_inductive", str(tmp_path / "data"), ["reverse"], train_size=64, validation_size=8)
-    metrics = run_mlm.main(run_args(tmp_path / "run", task="reverse", generating=None) + ["--dataset_name", folder])
-    assert "eval_validation_sequence_accuracy_d13" in metrics
-    with pytest.raises(ValueError, match="lengthgen builders only"):
-        run_mlm.main(run_args(tmp_path / "bad") + ["--dataset_name", folder])
+    metrics = run_mlm(run_args(tmp_path / "run", task="reverse", generating=None) + ["--dataset_name", folder])
+    assert "eval_validation_accuracy_d13" in metrics
+    with pytest.raises(UsageError, match="lengthgen builders only"):
+        run_mlm(run_args(tmp_path / "bad") + ["--dataset_name", folder])
 
 
 def test_run_mlm_names_a_missing_split(tmp_path):
@@ -170,14 +188,15 @@ def test_run_mlm_names_a_missing_split(tmp_path):
     os.remove(os.path.join(folder, "copy", "validation-00000-of-00001.parquet"))
     card = open(os.path.join(folder, "README.md")).read().replace("  - split: validation\n    path: copy/validation-*.parquet\n", "")
     open(os.path.join(folder, "README.md"), "w").write(card)
-    with pytest.raises(ValueError, match="no 'validation' split"):
-        run_mlm.main(run_args(tmp_path / "run", generating=None) + ["--dataset_name", folder])
+    with pytest.raises(UsageError, match="no split to evaluate besides 'train'"):
+        run_mlm(run_args(tmp_path / "run", generating=None) + ["--dataset_name", folder])
+    assert not os.path.exists(tmp_path / "run" / "model.safetensors")  # named before any training
 
 
 def test_bert_baseline_through_the_same_script(tmp_path):
-    metrics = run_mlm.main(run_args(tmp_path, config="hub_configs/bert-nsp-baseline"))
+    metrics = run_mlm(run_args(tmp_path, config="hub_configs/bert-nsp-baseline"))
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "bert"
-    assert "eval_validation_sequence_accuracy" in metrics
+    assert "eval_validation_accuracy" in metrics
 
 
 def test_push_to_hub_uploads_config_weights_code_tokenizer_and_card(tmp_path, monkeypatch):
@@ -194,7 +213,7 @@ def test_push_to_hub_uploads_config_weights_code_tokenizer_and_card(tmp_path, mo
     monkeypatch.setattr("huggingface_hub.HfApi.create_repo", lambda self, repo_id, **kw: Repo(repo_id))
     monkeypatch.setattr("huggingface_hub.HfApi.upload_folder", upload_folder)
     monkeypatch.setattr("huggingface_hub.HfApi.create_commit", lambda *a, **k: pytest.fail("unexpected commit"))
-    run_mlm.main(run_args(tmp_path, extra=["--push_to_hub", "--hub_model_id", "someone/ibert-copy"]))
+    run_mlm(run_args(tmp_path, extra=["--push_to_hub", "--hub_model_id", "someone/ibert-copy"]))
     assert uploads, "nothing was uploaded"
     repo_id, files, config = uploads[-1]
     assert repo_id == "someone/ibert-copy"
@@ -218,25 +237,26 @@ def test_two_process_ddp_with_accelerate_launch(tmp_path):
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3  # it trains
     # evaluation sharded over 2 processes keeps rows in order: the per-difficulty figures equal one process's
     distributed = json.loads((tmp_path / "all_results.json").read_text())
-    single = run_mlm.main(
-        ["--model_name_or_path", str(tmp_path), "--dataset_config_name", "copy", "--dataset_param", *GENERATING,
+    single = run_mlm(
+        ["--model_name_or_path", str(tmp_path), "--dataset_name", "nsp_inductive", "--dataset_config_name", "copy",
+         "--dataset_param", *GENERATING,
          "--eval_train_samples", "99", "--output_dir", str(tmp_path / "single"), "--do_eval", "--use_cpu",
          "--disable_tqdm", "true"]
     )
     keys = [k for k in distributed if "accuracy_d" in k]
-    assert len(keys) == 10  # train d1-d3 and validation d4-d5, sequence and token accuracy
+    assert len(keys) == 10  # train d1-d3 and validation d4-d5, accuracy and token accuracy
     assert len({round(distributed[k], 6) for k in keys}) > 2  # the difficulties differ, so order matters
     for key in keys:
         assert single[key] == pytest.approx(distributed[key]), key
 
 
 def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
-    results = nsp_length_generalization.main(
-        ["--train-size", "128", "--validation-size", "32", "--epochs", "1", "--train-digits", "1", "2",
-         "--validation-digits", "3", "4", "--model-size", TINY, "--output-dir", str(tmp_path)]
+    results = main_job(
+        ["--train_size", "128", "--validation_size", "32", "--epochs", "1", "--train_digits", "1", "2",
+         "--validation_digits", "3", "4", "--model_size", TINY, "--output_dir", str(tmp_path)]
     )
     assert set(results) == {"I-BERT", "BERT"}
-    assert all(set(table) == {1, 2, 3, 4} for table in results.values())
+    assert all(set(table) == {"1", "2", "3", "4"} for table in results.values())
     out = capsys.readouterr().out
     assert "digits" in out and "   3 *" in out
     png = tmp_path / "nsp_copy_accuracy.png"
@@ -251,15 +271,15 @@ def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
     assert {(r.dataset_type, r.dataset_config) for r in data.eval_results} == {("nsp_inductive", "copy")}
     card = {(r.dataset_split, r.metric_name): r.metric_value for r in data.eval_results}
     for digits in (3, 4):  # the card's numbers are the table's
-        assert card[("validation", f"sequence accuracy, difficulty {digits}")] == pytest.approx(
-            results["I-BERT"][digits], abs=5e-5)
+        assert card[("validation", f"accuracy, difficulty {digits}")] == pytest.approx(
+            results["I-BERT"][str(digits)], abs=5e-5)
 
 
 @pytest.mark.slow
 def test_main_job_shows_the_papers_contrast(tmp_path):
-    """The default main job (about 1.5 minutes): both models fit 1-6 digits; only I-BERT copies 7 and 8 digits."""
-    results = nsp_length_generalization.main(["--output-dir", str(tmp_path)])
+    """The default main job (about 2 minutes): both models fit 1-6 digits; only I-BERT copies 7 and 8 digits."""
+    results = main_job(["--output_dir", str(tmp_path)])
     ibert, bert = results["I-BERT"], results["BERT"]
-    assert all(ibert[d] >= 0.99 and bert[d] >= 0.99 for d in range(1, 7))
-    assert ibert[7] >= 0.95 and ibert[8] >= 0.8
-    assert max(bert[d] for d in (7, 8, 9)) <= 0.05
+    assert all(ibert[str(d)] >= 0.99 and bert[str(d)] >= 0.99 for d in range(1, 7))
+    assert ibert["7"] >= 0.95 and ibert["8"] >= 0.8
+    assert max(bert[str(d)] for d in (7, 8, 9)) <= 0.05

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 assert DEVICE == "cpu" or torch.cuda.is_available(), "run with TRITON_INTERPRET=1 where there is no CUDA GPU"
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# run as a script, Python reads its own folder first: the reference of the test file beside it
 from test_ndr_geometric_attention import direct_geometric_attention_output  # noqa: E402
 
 from lengthgen.modeling.ndr.geometric_attention import geometric_attention  # noqa: E402

@@ -1,10 +1,14 @@
-"""The example scripts' training arguments and callbacks: transformers' `TrainingArguments` with a wall-clock budget
-(`--max_train_seconds`, lengthgen.training.pieces) and TensorBoard logging unless `--report_to none` says otherwise.
+"""The arguments of an experiment, as `HfArgumentParser` dataclasses: what a spec's sections hold (lengthgen.training.spec)
+and what `lengthgen train` and the example scripts take on the command line, under the same names.
 
-transformers reads `--report_to none` and no `--report_to` alike (an empty list), so the default is set here, where
-the two still differ. TensorBoard logs go to `<output_dir>/runs/<date>_<host>`, also in a run that only evaluates
-(transformers' callback would otherwise open `./runs` in the working directory: it picks its folder when training
-begins).
+* `ModelArguments`: the model (a checkpoint, a config folder, or a model type) and how its answer is read (`head`);
+* `DataArguments`: the dataset (a lengthgen builder with its generating parameters, or any `load_dataset` path) and
+  the evaluation sets;
+* `TrainingArguments`: transformers' own, with TensorBoard logs under the output folder by default, a wall-clock
+  budget (`max_train_seconds`) and the I-BERT paper's per-epoch decay of the learning rate (`lr_decay_per_epoch`);
+* `DistillationArguments`: a teacher to distill from.
+
+Mistakes are named here, before anything is loaded (`UsageError`: one line on the command line).
 """
 
 import os
@@ -14,7 +18,107 @@ from transformers import TrainingArguments as HFTrainingArguments
 from transformers.integrations import TensorBoardCallback
 from transformers.integrations.integration_utils import default_logdir
 
-from lengthgen.training.pieces import TimeBudgetCallback
+from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id
+from lengthgen.data.export import parse_params
+
+HEADS = ("classification", "masked_lm", "answer_slots")
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(default=None, metadata={"help": "A checkpoint (folder or Hub id) to fine-tune."})
+    config_name: str | None = field(default=None, metadata={
+        "help": "A config (folder or Hub id, e.g. hub_configs/ndr-ctl) to train from scratch."})
+    model_type: str | None = field(default=None, metadata={
+        "help": "Train from scratch from this model type's default config (AutoConfig.for_model), e.g. bert, ndr; "
+                "the leaderboard's LSTM baseline is 'lstm'."})
+    config_overrides: str | None = field(default=None, metadata={
+        "help": "Config fields to change when training from scratch: 'num_layers=8,hidden_size=64' (a mapping in a "
+                "spec file)."})
+    tokenizer_name: str | None = field(default=None, metadata={
+        "help": "A tokenizer (folder or Hub id); default: the checkpoint's, else the task's."})
+    head: str | None = field(default=None, metadata={
+        "help": "How the model's answer is read: 'classification' (a sequence classifier: the answer is the class), "
+                "'masked_lm' (the tokens at the input's [MASK] positions) or 'answer_slots' (any model: one [MASK] slot "
+                "per answer token after the input, read by a linear layer; the leaderboard's). Default: from the "
+                "config's architecture."})
+    num_steps: int | None = field(default=None, metadata={
+        "help": "NDR and Universal Transformer: steps of the shared layer in the final evaluation (default: the "
+                "model's num_layers; training and the evaluations during it use the model's)."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+
+    def __post_init__(self):
+        sources = [flag for flag in ("model_name_or_path", "config_name", "model_type") if getattr(self, flag)]
+        if len(sources) != 1:
+            raise UsageError("Give one of --model_name_or_path (fine-tune), --config_name or --model_type (train from "
+                             f"scratch); got {', '.join('--' + s for s in sources) or 'none'}.")
+        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+            if getattr(self, flag):
+                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+        if self.head is not None and self.head not in HEADS:
+            raise UsageError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}.")
+        if self.model_name_or_path and self.config_overrides:
+            raise UsageError("--config_overrides applies to a model trained from scratch (--config_name or "
+                             "--model_type), not to a checkpoint.")
+        check_positive({"--num_steps": self.num_steps})
+
+    @property
+    def overrides(self) -> dict:
+        """`config_overrides` as a mapping (a command line's 'a=1,b=x' is parsed as transformers parses it)."""
+        if not self.config_overrides:
+            return {}
+        if isinstance(self.config_overrides, dict):
+            return dict(self.config_overrides)
+        pairs = [item.partition("=") for item in self.config_overrides.split(",")]
+        bad = [key for key, sign, _ in pairs if not sign or not key]
+        if bad:
+            raise UsageError(f"--config_overrides takes KEY=VALUE[,KEY=VALUE ...], got {self.config_overrides!r}.")
+        return {key: _typed(value) for key, _, value in pairs}
+
+
+def _typed(text: str):
+    """A command line's config value: an integer, a number, true / false, or the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+@dataclass
+class DataArguments:
+    dataset_name: str | None = field(default=None, metadata={
+        "help": "A lengthgen builder (ctl, listops, nsp_inductive, chomsky_hierarchy, ...) or anything load_dataset "
+                "reads with input, target and difficulty columns (an exported folder, a Hub repository)."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "The dataset's config (add, backward, ...)."})
+    dataset_param: list[str] = field(default_factory=list, metadata={
+        "help": "Generating parameters of a lengthgen builder: KEY=VALUE [KEY=VALUE ...], JSON values (a mapping in a "
+                "spec file)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N rows of every evaluation set."})
+    eval_train_samples: int = field(default=0, metadata={
+        "help": "Also evaluate on this many training rows, as the evaluation set 'train' (accuracy at the trained "
+                "lengths)."})
+    eval_split: str | None = field(default=None, metadata={
+        "help": "The split evaluated during training, whose numbers --metric_for_best_model reads (default: "
+                "'validation', else the first split other than 'train')."})
+    difficulty_bucket: int = field(default=1, metadata={
+        "help": "Report per-difficulty numbers in buckets of this width (e.g. 16 for PTB's character lengths)."})
+
+    def __post_init__(self):
+        if not self.dataset_name:
+            raise UsageError("--dataset_name is required: a lengthgen builder (e.g. ctl) or a load_dataset path.")
+        self.params  # a malformed KEY=VALUE is named here  # noqa: B018
+        check_positive({"--max_train_samples": self.max_train_samples, "--max_eval_samples": self.max_eval_samples,
+                        "--difficulty_bucket": self.difficulty_bucket})
+        if self.eval_train_samples < 0:
+            raise UsageError(f"--eval_train_samples must be at least 0, got {self.eval_train_samples}.")
+
+    @property
+    def params(self) -> dict:
+        """The generating parameters as a mapping (lists as tuples, as the builders' configs hold them)."""
+        return parse_params(self.dataset_param)
 
 
 @dataclass
@@ -25,15 +129,43 @@ class TrainingArguments(HFTrainingArguments):
     max_train_seconds: float | None = field(default=None, metadata={
         "help": "Wall-clock budget of this training session in seconds: stop before it ends with a checkpoint (resume "
                 "by running the same command again)."})
+    lr_decay_per_epoch: float | None = field(default=None, metadata={
+        "help": "Multiply the learning rate by this factor after every epoch (the I-BERT paper: 0.97, with Adam), "
+                "instead of --lr_scheduler_type."})
+
+    def __post_init__(self):
+        check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch})
+        super().__post_init__()
 
 
-def script_callbacks(args: TrainingArguments) -> list:
-    """The callbacks every example script's Trainer gets from its arguments: the time budget when one is set."""
-    return [TimeBudgetCallback(args.max_train_seconds)] if args.max_train_seconds else []
+@dataclass
+class DistillationArguments:
+    teacher_model_name_or_path: str | None = field(default=None, metadata={
+        "help": "A trained classifier (folder or Hub id) to distill from; its classes must be the task's. Without it, "
+                "the student trains on the gold labels alone."})
+    distillation_temperature: float = field(default=1.0, metadata={"help": "T (Abnar et al.: 1)."})
+    distillation_weight: float = field(default=0.9, metadata={"help": "r, the KL term's weight (Abnar et al.: 0.9)."})
+    teacher_logits_cache: str | None = field(default=None, metadata={
+        "help": "A .npy file for the teacher's training-set logits: read if it fits, else written."})
+
+    def __post_init__(self):
+        if self.distillation_temperature <= 0:
+            raise UsageError(f"--distillation_temperature must be positive, got {self.distillation_temperature}.")
+        if not 0 <= self.distillation_weight <= 1:
+            raise UsageError(f"--distillation_weight must lie in [0, 1], got {self.distillation_weight}.")
+        if self.teacher_model_name_or_path:
+            local_path_or_hub_id(self.teacher_model_name_or_path, "--teacher_model_name_or_path")
 
 
 def log_under_output_dir(trainer):
-    """Point the Trainer's TensorBoard callback (if any) at `<output_dir>/runs/...` now, as training would."""
+    """Point the Trainer's TensorBoard callback (if any) at `<output_dir>/runs/...` now, as training would.
+
+    transformers' callback picks its folder when training begins, so a run that only evaluates would otherwise open
+    `./runs` in the working directory."""
     for callback in trainer.callback_handler.callbacks:
         if isinstance(callback, TensorBoardCallback) and callback.logging_dir is None:
             callback.logging_dir = os.path.join(trainer.args.output_dir, default_logdir())
+
+
+__all__ = ["DataArguments", "DistillationArguments", "HEADS", "ModelArguments", "TrainingArguments",
+           "log_under_output_dir"]

@@ -1,55 +1,80 @@
-"""The model and tokenizer an example script trains: from a checkpoint, or from a config folder (e.g. hub_configs/)
-with overrides, sized to the task's tokenizer and labels. Shared by run_classification.py, run_mlm.py and the
-benchmarks that time their models."""
+"""The model, the tokenizer and the encoded examples of an experiment, for each way of reading a model's answer
+(`ModelArguments.head`):
+
+* ``classification``: a sequence classifier (`AutoModelForSequenceClassification`: the NDR, the Universal Transformer,
+  the LSTM, BERT, ...); the answer is the class. From scratch, the tokenizer is a word-level one over the training
+  inputs and the classes are the training targets.
+* ``masked_lm``: a masked LM (`AutoModelForMaskedLM`: I-BERT, BERT); the answer is the tokens at the input's `[MASK]`
+  positions, the target restoring the whole sequence. From scratch, the task's own tokenizer.
+* ``answer_slots``: any base model (`AutoModel`, or the one-layer `lstm`) under one linear layer; the model reads the
+  input, a separator and one `[MASK]` slot per answer token, and the layer predicts the answer's tokens at the slots
+  (inputs with their own `[MASK]` tokens are read there). No task-specific head: how the leaderboard compares
+  architectures. A causal model sees the whole input before its first slot.
+"""
 
 import logging
-from dataclasses import dataclass, field
 
+import numpy as np
 import torch
-from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+)
+from transformers.modeling_outputs import MaskedLMOutput
 
 import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the Auto classes)
-from lengthgen.cli import local_path_or_hub_id
+from lengthgen.cli import UsageError
 from lengthgen.data.export import BUILDERS
+from lengthgen.data.nsp import MASK
 from lengthgen.data.tokenization import tokenizer_for_task, word_tokenizer
 
+from .arguments import HEADS, ModelArguments
+
 logger = logging.getLogger(__name__)
+LSTM = "lstm"  # the answer-slots head's own recurrent baseline (no transformers config)
 
 
-@dataclass
-class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={"help": "Checkpoint folder or Hub id to fine-tune."})
-    config_name: str | None = field(
-        default=None, metadata={"help": "Config folder or Hub id (e.g. hub_configs/ndr-ctl) to train from scratch."}
-    )
-    tokenizer_name: str | None = field(
-        default=None, metadata={"help": "Tokenizer folder or Hub id; default: the model's, else the task's."}
-    )
-    config_overrides: str | None = field(
-        default=None, metadata={"help": "Override config fields when training from scratch: 'num_layers=8,hidden_size=64'."}
-    )
-    trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+def load_config(model_args: ModelArguments):
+    """The config to train from scratch: `config_name` (a folder or Hub id) with `config_overrides` applied, or the
+    default config of `model_type` built with them. None for the `lstm` baseline."""
+    overrides = model_args.overrides
+    if model_args.model_type == LSTM:
+        return None
+    if model_args.model_type:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    def __post_init__(self):
-        check_model_paths(self)
-
-
-def check_model_paths(model_args):
-    """A mistyped local folder in --model_name_or_path, --config_name or --tokenizer_name is named as missing before
-    any Hub lookup (every example script's ModelArguments calls this)."""
-    for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-        if getattr(model_args, flag):
-            local_path_or_hub_id(getattr(model_args, flag), f"--{flag}")
-
-
-def config_from_name(model_args: ModelArguments):
-    """The config to train from scratch: --config_name with --config_overrides applied."""
-    if not model_args.config_name:
-        raise ValueError("Pass --model_name_or_path (fine-tune) or --config_name (train from scratch).")
+        if model_args.model_type not in CONFIG_MAPPING:
+            raise UsageError(f"--model_type {model_args.model_type!r} is not a model type of transformers or lengthgen "
+                             f"(e.g. bert, llama, ndr, inductive_bert, universal_transformer, {LSTM}).")
+        return AutoConfig.for_model(model_args.model_type, **overrides)  # derived fields (head_dim, ...) follow them
     config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
-    if model_args.config_overrides:
-        config.update_from_string(model_args.config_overrides)
+    unknown = [key for key in overrides if not hasattr(config, key)]
+    if unknown:
+        raise UsageError(f"--config_overrides: {config.model_type} has no config field {unknown[0]!r}.")
+    config.update(overrides)
     return config
+
+
+def infer_head(model_args: ModelArguments) -> str:
+    """`head` as given, else from the config's architecture: a masked LM -> masked_lm, anything else -> classification."""
+    if model_args.head:
+        return model_args.head
+    if model_args.model_type == LSTM:
+        return "answer_slots"
+    source = model_args.model_name_or_path or model_args.config_name
+    architectures = []
+    if source:
+        architectures = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code).architectures
+    if any(name.endswith("ForMaskedLM") for name in architectures or []):
+        return "masked_lm"
+    return "classification"
+
+
+# --- classification ---------------------------------------------------------------------------------------------
 
 
 def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
@@ -60,19 +85,33 @@ def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
         config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
         return tokenizer, [config.id2label[i] for i in range(config.num_labels)]
     if "train" not in splits:
-        raise ValueError(f"Training from scratch needs a 'train' split; the dataset has {sorted(splits)}.")
+        raise UsageError(f"Training from scratch needs a 'train' split; the dataset has {sorted(splits)}.")
     tokenizer = word_tokenizer(splits["train"]["input"])
     return tokenizer, sorted(set(splits["train"]["target"]))
 
 
-def encode_classification(dataset, tokenizer, labels, keep_columns=()):
-    """`dataset` (a `datasets.Dataset` of `input` and `target` rows) as model inputs: the tokens of `input`, and the
-    index of `target` among `labels` as `labels`; the other columns are dropped but for `keep_columns`. A target that
-    is not among `labels` is an error that names it."""
+def load_classifier(model_args: ModelArguments, tokenizer, labels):
+    if model_args.model_name_or_path:
+        return AutoModelForSequenceClassification.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
+    config = load_config(model_args)
+    config.vocab_size = len(tokenizer)
+    config.pad_token_id = tokenizer.pad_token_id
+    config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    config.id2label = dict(enumerate(labels))
+    config.label2id = {label: i for i, label in enumerate(labels)}
+    return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
+
+
+def encode_classification(dataset, tokenizer, labels, keep_columns=("difficulty",)):
+    """`dataset` (rows of `input` and `target`) as model inputs: the tokens of `input`, and the index of `target` among
+    `labels` as `labels`; the other columns are dropped but for `keep_columns`. A target that is not among `labels` is
+    an error that names it."""
     label_ids = {label: i for i, label in enumerate(labels)}
     unknown = sorted(set(dataset["target"]) - set(label_ids))
     if unknown:
-        raise ValueError(f"Targets {unknown[:5]} are not among the model's classes {labels}.")
+        raise UsageError(f"Targets {unknown[:5]} are not among the model's classes {labels}.")
 
     def encode(batch):
         return {**tokenizer(batch["input"]), "labels": [label_ids[t] for t in batch["target"]]}
@@ -89,18 +128,7 @@ def predict_classes(model, tokenizer, texts: list[str], batch_size: int = 256, *
     return torch.cat([model(**batch, **forward_kwargs).logits.argmax(-1) for batch in batches])
 
 
-def load_classifier(model_args: ModelArguments, tokenizer, labels):
-    if model_args.model_name_or_path:
-        return AutoModelForSequenceClassification.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
-        )
-    config = config_from_name(model_args)
-    config.vocab_size = len(tokenizer)
-    config.pad_token_id = tokenizer.pad_token_id
-    config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    config.id2label = dict(enumerate(labels))
-    config.label2id = {label: i for i, label in enumerate(labels)}
-    return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
+# --- masked_lm ----------------------------------------------------------------------------------------------------
 
 
 def masked_lm_tokenizer(model_args: ModelArguments, dataset_name: str, dataset_config_name: str | None, splits):
@@ -120,26 +148,151 @@ def load_masked_lm(model_args: ModelArguments, tokenizer):
         return AutoModelForMaskedLM.from_pretrained(
             model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
         )
-    config = config_from_name(model_args)
+    config = load_config(model_args)
     if config.vocab_size != len(tokenizer):
         logger.info("Setting vocab_size %d -> %d to match the tokenizer.", config.vocab_size, len(tokenizer))
         config.vocab_size = len(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
+    config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
-def record_training_hyperparameters(config, training_args):
-    """A config folder's `training_hyperparameters` (the paper's recipe, e.g. hub_configs/ndr-ctl's) replaced field by
-    field with the values this run trains with, so that a trained model's config says how it was trained, not how the
-    paper trained its own. Fields that are not TrainingArguments keep their value; a run that counts epochs
-    (max_steps -1) also records num_train_epochs. A config without the field is left as it is."""
-    recipe = getattr(config, "training_hyperparameters", None)
-    if not recipe:
-        return
-    recipe = {name: getattr(training_args, name, value) for name, value in recipe.items()}
-    if recipe.get("max_steps") == -1:
-        recipe["num_train_epochs"] = training_args.num_train_epochs
-    config.training_hyperparameters = recipe
+def encode_masked(dataset, tokenizer, keep_columns=("difficulty",)):
+    """input_ids / attention_mask of `input`, and labels: the target's token where the input has the mask token, -100
+    (ignored) elsewhere. Inputs and targets are space-separated tokens of equal count, so with a word-level tokenizer
+    they align one to one."""
+
+    def encode(batch):
+        inputs = tokenizer(batch["input"])
+        targets = tokenizer(batch["target"])["input_ids"]
+        labels = []
+        for row, (input_ids, target_ids) in enumerate(zip(inputs["input_ids"], targets)):
+            if len(input_ids) != len(target_ids):
+                raise UsageError(f"Row {row}: input and target tokenize to {len(input_ids)} and {len(target_ids)} "
+                                 "tokens; masked tasks need one target token per input token.")
+            labels.append([t if i == tokenizer.mask_token_id else -100 for i, t in zip(input_ids, target_ids)])
+        return {**inputs, "labels": labels}
+
+    return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep_columns])
+
+
+# --- answer_slots -------------------------------------------------------------------------------------------------
+
+
+def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[str | None]]:
+    """The tokens a model reads and, per token, the answer token expected there (None: not an answer slot)."""
+    tokens, target = input_text.split(), target_text.split()
+    if MASK in tokens:  # the input marks its own answer slots; the target restores the whole sequence
+        if len(target) != len(tokens):
+            raise ValueError(f"Masked input of {len(tokens)} tokens but target of {len(target)}: {input_text!r}")
+        return tokens, [t if i == MASK else None for i, t in zip(tokens, target)]
+    if not target:
+        raise ValueError(f"Empty target for input {input_text!r}")
+    return tokens + ["[SEP]"] + [MASK] * len(target), [None] * (len(tokens) + 1) + target
+
+
+def answer_slots_tokenizer(splits):
+    """A word-level tokenizer over every token of every split's inputs and targets (the task's alphabet)."""
+    return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
+
+
+def encode_answer_slots(dataset, tokenizer, keep_columns=("difficulty",)):
+    """input_ids (framed by [CLS] ... [SEP]) of the answer layout, labels (-100 off the answer slots)."""
+
+    def encode(batch):
+        input_ids, labels = [], []
+        for input_text, target_text in zip(batch["input"], batch["target"]):
+            tokens, answers = answer_layout(input_text, target_text)
+            ids = tokenizer.convert_tokens_to_ids([tokenizer.cls_token, *tokens, tokenizer.sep_token])
+            input_ids.append(ids)
+            labels.append([-100] + [-100 if a is None else tokenizer.convert_tokens_to_ids(a) for a in answers] + [-100])
+        return {"input_ids": input_ids, "labels": labels}
+
+    return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep_columns])
+
+
+class LSTMEncoder(nn.Module):
+    """The recurrent baseline of the answer-slots head: token embeddings and a one-layer left-to-right LSTM."""
+
+    def __init__(self, vocab_size: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.embeddings = nn.Embedding(vocab_size, hidden_size)
+        self.lstm = nn.LSTM(hidden_size, hidden_size, batch_first=True)
+
+    def forward(self, input_ids, attention_mask=None):
+        # right padding: the states of the real positions never see a pad token
+        return (self.lstm(self.embeddings(input_ids))[0],)
+
+
+class AnswerReader(nn.Module):
+    """A base model and a linear layer from its last hidden states to the vocabulary; the loss is taken at the
+    labelled positions (the answer slots) only."""
+
+    def __init__(self, base: nn.Module, hidden_size: int, vocab_size: int):
+        super().__init__()
+        self.base = base
+        self.head = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, input_ids, attention_mask=None, labels=None):
+        hidden = self.base(input_ids=input_ids, attention_mask=attention_mask)[0]
+        logits = self.head(hidden)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        return MaskedLMOutput(loss=loss, logits=logits)
+
+
+def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
+    """A base model from scratch for the task's vocabulary (`lstm`: the one-layer LSTM of `config_overrides`'
+    hidden_size, 64 by default) under the answer-slots layer."""
+    if model_args.model_name_or_path:
+        raise UsageError("The answer_slots head trains a model from scratch: give --config_name or --model_type.")
+    vocab_size = len(tokenizer)
+    config = load_config(model_args)
+    if config is None:
+        hidden_size = int(model_args.overrides.get("hidden_size", 64))
+        return AnswerReader(LSTMEncoder(vocab_size, hidden_size), hidden_size, vocab_size)
+    if not hasattr(config, "vocab_size"):
+        raise UsageError(f"{config.model_type} has no token vocabulary; it cannot read text tasks.")
+    config.vocab_size, config.pad_token_id = vocab_size, tokenizer.pad_token_id
+    return AnswerReader(AutoModel.from_config(config, trust_remote_code=model_args.trust_remote_code),
+                        config.hidden_size, vocab_size)
+
+
+def model_type_of(model: nn.Module) -> str:
+    """The model type of a model, or of the base an `AnswerReader` reads (`lstm` for its own LSTM)."""
+    config = getattr(model, "config", None) or getattr(getattr(model, "base", None), "config", None)
+    return config.model_type if config is not None else LSTM
+
+
+def position_limit(model: nn.Module) -> int | None:
+    """Longest input a model's learned absolute position table holds (None: no such table)."""
+    limits = [
+        module.num_embeddings
+        for module_name, module in model.named_modules()
+        if isinstance(module, nn.Embedding) and ("position" in module_name.split(".")[-1] or module_name.endswith("wpe"))
+    ]
+    return min(limits) if limits else None
+
+
+# --- all heads ----------------------------------------------------------------------------------------------------
+
+
+def answer_predictions(logits, labels):
+    """`preprocess_logits_for_metrics` of every head: per answer position the predicted id, its probability and the
+    log-probability of the label, stacked on a last axis of 3 (instead of the logits over the vocabulary)."""
+    probabilities = logits.float().softmax(-1)
+    label_log_prob = logits.float().log_softmax(-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return torch.stack([logits.argmax(-1).to(probabilities.dtype), probabilities.amax(-1), label_log_prob], dim=-1)
+
+
+def answers(predictions: np.ndarray, label_ids: np.ndarray):
+    """`answer_predictions`' output of an evaluation and its labels as (predicted ids, confidences, label
+    log-probabilities, labels), each with one row per example; a classifier's rows hold one answer position."""
+    if predictions.ndim == 2:  # a classifier: (examples, 3)
+        predictions, label_ids = predictions[:, None], np.asarray(label_ids)[:, None]
+    return predictions[..., 0].astype(np.int64), predictions[..., 1], predictions[..., 2], label_ids
 
 
 def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
@@ -150,3 +303,9 @@ def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
         preset = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
         fields = {**{name: getattr(preset, name) for name in names if hasattr(preset, name)}, **fields}
     return fields
+
+
+__all__ = ["AnswerReader", "HEADS", "LSTM", "LSTMEncoder", "answer_layout", "answer_predictions", "answer_slots_tokenizer",
+           "answers", "classifier_tokenizer_and_labels", "encode_answer_slots", "encode_classification",
+           "encode_masked", "infer_head", "load_answer_reader", "load_classifier", "load_config", "load_masked_lm",
+           "masked_lm_tokenizer", "model_type_of", "position_limit", "predict_classes", "recurrence_fields"]

@@ -1,0 +1,72 @@
+"""`lengthgen leaderboard`: train every model on every length-split task with one budget and score it on the longer
+inputs.
+
+    lengthgen leaderboard --models ibert ndr bert rope alibi lstm \\
+        --tasks ctl/backward listops nsp_inductive/copy chomsky_hierarchy/parity_check \\
+        --seeds 3 --output_dir outputs/leaderboard
+
+One *cell* is (model, task, seed): the model is built from scratch for the task's vocabulary, trained on the `train`
+split with the same budget as every other model (presets/leaderboard.yaml; `--max_steps`,
+`--per_device_train_batch_size`, `--learning_rate` change it), and evaluated on every other split. Its results go to
+OUTPUT_DIR/cells/<model>__<task>__seed<n>.json (accuracy per difficulty, the score, the training time); a cell whose
+JSON exists is skipped on a re-run, a cell that fails is recorded with its error and the others go on. At the end
+OUTPUT_DIR/leaderboard.md, leaderboard.csv, accuracy_by_length.csv and one plot per task are written from all the
+cells there.
+
+Where the answer is read: every model gets the same input and is read the same way (the answer-slots head of
+lengthgen.training.models): the input, a separator and one [MASK] slot per answer token; a linear layer over the
+model's last hidden states predicts the answer's tokens at the slots. Inputs that carry their own [MASK] tokens
+(NSP) are read there. A causal model sees the whole input before its first slot.
+
+Score: the mean, over the difficulties above the training range, of the accuracy at each: token accuracy on the
+Chomsky-hierarchy tasks (as Delétang et al. score them), accuracy of the whole answer elsewhere.
+"""
+
+import argparse
+import os
+
+from lengthgen.cli import UsageError, check_positive
+from lengthgen.data.export import parse_params
+from lengthgen.leaderboard.grid import run_grid
+from lengthgen.leaderboard.models import model_names_help
+from lengthgen.leaderboard.tables import write_leaderboard
+from lengthgen.leaderboard.tasks import DATA_SCALES
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="lengthgen leaderboard", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", help=f"models: {model_names_help()}")
+    parser.add_argument("--tasks", nargs="+",
+                        help="tasks: builder/config (e.g. ctl/backward, chomsky_hierarchy/parity_check) or "
+                             "hf:PATH_OR_HUB_ID[:CONFIG]")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 per (model, task)")
+    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--data_scale", choices=sorted(DATA_SCALES), default="small",
+                        help="small: a CPU leaderboard's generating parameters (Chomsky train <= 20, test 21-100); "
+                             "paper: the builders' defaults (Chomsky train <= 40, test 41-500)")
+    parser.add_argument("--max_steps", type=int, help="training steps of every cell (default 2000)")
+    parser.add_argument("--per_device_train_batch_size", type=int, help="batch size (default 32)")
+    parser.add_argument("--learning_rate", type=float, help="AdamW's peak rate (default 5e-4)")
+    parser.add_argument("--dataset_param", nargs="+", default=[], metavar="KEY=VALUE",
+                        help="generating parameters, set on every task whose builder has them, e.g. "
+                             "test_lengths=[21,60] (JSON values)")
+    parser.add_argument("--threads", type=int, help="torch threads (two runs side by side: 1 each)")
+    parser.add_argument("--leaderboard_only", action="store_true", help="rewrite the leaderboard from the cells")
+    args = parser.parse_args(argv)
+    check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,
+                    "--per_device_train_batch_size": args.per_device_train_batch_size,
+                    "--learning_rate": args.learning_rate})
+    if args.leaderboard_only:
+        write_leaderboard(args.output_dir)
+        return
+    if not (args.models and args.tasks):
+        raise UsageError("--models and --tasks are required (or --leaderboard_only to rewrite the tables from the "
+                         "cells).")
+    training = {key: getattr(args, key) for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
+                if getattr(args, key) is not None}
+    records = run_grid(args.models, args.tasks, args.seeds, args.output_dir, training, args.data_scale,
+                       parse_params(args.dataset_param), args.threads)
+    failed = [r for r in records if r["status"] != "ok"]
+    print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; "
+          f"{os.path.join(args.output_dir, 'leaderboard.md')}")

@@ -1,0 +1,93 @@
+"""Score a release folder again, with transformers alone, and compare with the accuracy its model card states
+(`lengthgen verify`).
+
+Without `rows`, the split is generated again by the lengthgen builder the card names (its `model-index` dataset and
+config, and its `dataset_params`). The model loads with `AutoModel*.from_pretrained(folder, trust_remote_code=True)`;
+`without_lengthgen` makes `import lengthgen.modeling` (and, once the rows are generated, any new import of
+lengthgen) fail first, so only the code shipped in the folder can run. A sequence classifier is scored on its class, a
+masked LM on the whole masked span, both by `lengthgen.data.scoring`. This module imports no model code of lengthgen.
+"""
+
+import sys
+
+from lengthgen.cli import UsageError
+from lengthgen.data.scoring import scores_by_difficulty
+
+CARD_ROUNDING = 5e-5  # cards state accuracies to 4 decimals
+
+
+def card_accuracy(card, folder: str, split: str) -> float:
+    """The overall accuracy the card states on `split`."""
+    splits = sorted({r.dataset_split for r in card.data.eval_results or []})
+    if split not in splits:
+        raise UsageError(f"The model card in {folder} has no results on split {split!r}; it has {', '.join(splits)}.")
+    for result in card.data.eval_results or []:  # "sequence accuracy": cards of masked LMs released before
+        if result.dataset_split == split and result.metric_name in ("accuracy", "sequence accuracy"):
+            return result.metric_value
+    raise UsageError(f"The model card in {folder} states no overall accuracy on split {split!r}.")
+
+
+def generated_rows(card, split: str) -> list[dict]:
+    """The split the card names, generated again by its lengthgen builder with the card's generating parameters."""
+    from lengthgen.data.export import load_splits, parse_params
+
+    result = card.data.eval_results[0]
+    params = parse_params(card.data.to_dict().get("dataset_params", []))
+    rows = load_splits(result.dataset_type, result.dataset_config, params)[split]
+    return [{"input": i, "target": t} for i, t in zip(rows["input"], rows["target"])]
+
+
+def score(folder: str, rows: list[dict], batch_size: int = 256) -> float:
+    """Accuracy of the model in `folder` on `rows` ({input, target}), loaded with the code the folder carries."""
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    masked = any(a.endswith("ForMaskedLM") for a in config.architectures)
+    auto = AutoModelForMaskedLM if masked else AutoModelForSequenceClassification
+    model = auto.from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    predicted, labels = [], []
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start : start + batch_size]
+        encoded = tokenizer([r["input"] for r in batch], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            answers = model(**encoded).logits.argmax(-1)
+        if masked:  # the answer is the tokens at the [MASK] positions
+            targets = tokenizer([r["target"] for r in batch], padding=True, return_tensors="pt")["input_ids"]
+            targets[encoded["input_ids"] != tokenizer.mask_token_id] = -100
+            predicted += answers.tolist()
+            labels += targets.tolist()
+        else:
+            predicted += answers.tolist()
+            labels += [config.label2id[r["target"]] for r in batch]
+    return scores_by_difficulty(predicted, labels, [0] * len(rows))["all"]["accuracy"]
+
+
+def verify(folder: str, rows: list[dict] | None = None, split: str | None = None,
+           without_lengthgen: bool = False) -> dict:
+    """{"split", "rows", "measured", "card"}; a UsageError when the measured accuracy differs from the card's by more
+    than its rounding."""
+    if without_lengthgen:  # before anything is loaded: the Auto classes must not know lengthgen's models
+        if "lengthgen.modeling" in sys.modules and sys.modules["lengthgen.modeling"] is not None:
+            raise RuntimeError("lengthgen.modeling was imported before the check without lengthgen could start.")
+        sys.modules["lengthgen.modeling"] = None
+    from huggingface_hub import ModelCard
+
+    card = ModelCard.load(f"{folder}/README.md")
+    if split is None:
+        splits = {r.dataset_split for r in card.data.eval_results or []}
+        split = "test" if "test" in splits else "validation"
+    stated = card_accuracy(card, folder, split)
+    rows = rows if rows is not None else generated_rows(card, split)
+    if without_lengthgen:
+        assert not any(m.startswith("lengthgen.modeling.") for m in sys.modules), "lengthgen's models were imported"
+        sys.modules["lengthgen"] = None  # any further import of lengthgen now raises ImportError
+    measured = score(folder, rows)
+    report = {"split": split, "rows": len(rows), "measured": measured, "card": stated}
+    if abs(measured - stated) > CARD_ROUNDING + 1e-9:
+        raise UsageError(f"{folder}: measured {measured:.4f} on {split}, the card states {stated:.4f}")
+    return report
+
+
+__all__ = ["card_accuracy", "generated_rows", "score", "verify"]

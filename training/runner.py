@@ -1,0 +1,332 @@
+"""The one way lengthgen runs an experiment: a spec in, a trained model and typed per-difficulty results out.
+
+    from lengthgen.training import ExperimentSpec, run_experiment
+    spec = ExperimentSpec.from_yaml(open("spec.yaml").read())
+    result = run_experiment(spec)              # trains with Trainer, then evaluates every split per difficulty
+    result.table()["test"]                     # {"all": 0.98, "9": 0.99, "10": 0.97}
+
+`lengthgen train`, the example scripts (`examples/run_classification.py`, `examples/run_mlm.py`), the reproduction
+presets, the leaderboard's cells, the recurrent-bias study and distillation all call `run_experiment`.
+
+The data: a lengthgen builder's splits (generated from the spec's parameters) or any dataset with `input`, `target`
+and `difficulty` columns. Training uses the `train` split (resuming from the last checkpoint in the output folder);
+evaluation every other split, each sorted by difficulty so that a batch holds examples of similar lengths, plus a
+sample of training rows as `train` when `eval_train_samples` asks for one. Every evaluation is scored by
+`lengthgen.data.scoring.scores_by_difficulty`. The Trainer logs `{prefix}_accuracy`, `_token_accuracy` (not for a
+classifier, where it is the accuracy), `_ece`, each also per difficulty (`_accuracy_d9`), and for a masked LM the
+negative log-likelihood of the masked tokens (`_nll`, `_bits_per_token`, `_perplexity`).
+
+In the output folder: the model, tokenizer and Trainer state, `lengthgen_results.json` (the spec, the command and
+the typed results: `ExperimentResult`), Trainer's `all_results.json`, TensorBoard logs under `runs/` and a model card.
+"""
+
+import inspect
+import math
+import os
+import time
+
+import numpy as np
+import torch
+from transformers import (
+    DataCollatorForTokenClassification,
+    DataCollatorWithPadding,
+    PrinterCallback,
+    ProgressCallback,
+    Trainer,
+    set_seed,
+)
+
+from lengthgen.cli import UsageError
+from lengthgen.data.export import load_splits
+from lengthgen.data.scoring import scores_by_difficulty
+
+from . import models
+from .arguments import log_under_output_dir
+from .distillation import distillation_loss, teacher_logits
+from .hardware import hardware
+from .pieces import TimeBudgetCallback, get_last_checkpoint_or_none
+from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
+from .spec import ExperimentSpec
+
+
+class ExperimentTrainer(Trainer):
+    """Trainer with the distillation loss for batches that carry `teacher_logits` (`temperature` T,
+    `distillation_weight` r), and `num_steps`, when set, passed to the model at prediction (the NDR's and the Universal
+    Transformer's steps at test time)."""
+
+    def __init__(self, *args, temperature: float = 1.0, distillation_weight: float = 0.9, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.temperature, self.distillation_weight = temperature, distillation_weight
+        self.num_steps: int | None = None
+
+    def _set_signature_columns_if_needed(self):
+        super()._set_signature_columns_if_needed()
+        if "teacher_logits" not in self._signature_columns:  # kept in the batches, never passed to the model
+            self._signature_columns.append("teacher_logits")
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if "teacher_logits" not in inputs:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        inputs = dict(inputs)
+        teacher, labels = inputs.pop("teacher_logits"), inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = distillation_loss(outputs.logits.float(), teacher.float(), labels, self.temperature,
+                                 self.distillation_weight)
+        return (loss, outputs) if return_outputs else loss
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        if self.num_steps is not None:
+            inputs = {**inputs, "num_steps": self.num_steps}
+        return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+
+
+class ProgressBarOnly(ProgressCallback):
+    """The training progress bar without the metrics printed under it (they still go to the logs and the results)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        pass
+
+
+class Scorer:
+    """`compute_metrics` for one evaluation set, whose rows have `difficulties` in order: keeps the typed scores of
+    its last call (`scores`) and returns them flat for the Trainer's logs."""
+
+    def __init__(self, difficulties, head: str, bucket: int = 1):
+        self.difficulties = [d // bucket * bucket for d in difficulties]
+        self.head, self.scores = head, None
+
+    def __call__(self, eval_prediction) -> dict:
+        predicted, confidence, label_log_prob, labels = models.answers(eval_prediction.predictions,
+                                                                      eval_prediction.label_ids)
+        scores = scores_by_difficulty(predicted, labels, self.difficulties[: len(predicted)], confidence)
+        self.scores = {str(key): value for key, value in scores.items()}
+        names = ("accuracy", "ece") if self.head == "classification" else ("accuracy", "token_accuracy", "ece")
+        metrics = {}
+        for key, entry in self.scores.items():
+            metrics.update({name if key == "all" else f"{name}_d{key}": float(entry[name]) for name in names})
+        if self.head == "masked_lm":  # the masked tokens' likelihood (bits per character on character tasks)
+            nll = -float(label_log_prob[labels != -100].astype(np.float64).mean())
+            metrics.update(nll=nll, bits_per_token=nll / math.log(2), perplexity=math.exp(nll))
+        return metrics
+
+
+def exponential_decay_optimizer(model, args, num_train_rows: int):
+    """AdamW whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1)."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                  eps=args.adam_epsilon, weight_decay=args.weight_decay)
+    rows_per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
+    steps_per_epoch = max(1, math.ceil(num_train_rows / rows_per_step))
+    gamma = args.lr_decay_per_epoch
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: gamma ** (step // steps_per_epoch))
+
+
+def quiet_logs():
+    """Only warnings from transformers and datasets, and no progress bars of weight loading or data generation: a
+    command's own output stays readable (the training progress bar and the metrics still show)."""
+    import datasets
+    import transformers
+
+    transformers.utils.logging.set_verbosity_warning()
+    transformers.utils.logging.disable_progress_bar()
+    datasets.utils.logging.set_verbosity_warning()
+    datasets.disable_progress_bars()
+
+
+def evaluation_sets(splits, data_args) -> dict:
+    """Every split but `train` (the first `max_eval_samples` rows of each), then a sample of `eval_train_samples`
+    training rows as `train` (drawn with seed 0, the same for every run)."""
+    sets = {name: dataset for name, dataset in splits.items() if name != "train"}
+    if data_args.max_eval_samples is not None:
+        sets = {name: d.select(range(min(data_args.max_eval_samples, len(d)))) for name, d in sets.items()}
+    if data_args.eval_train_samples and "train" in splits:
+        sample = splits["train"].shuffle(seed=0)
+        sets["train"] = sample.select(range(min(data_args.eval_train_samples, len(sample))))
+    return sets
+
+
+def prepare(head: str, spec: ExperimentSpec, splits):
+    """(tokenizer, model, encode, collator) of the spec's head; `encode(dataset)` gives the model's features."""
+    model_args, data_args = spec.model, spec.data
+    if head == "classification":
+        tokenizer, labels = models.classifier_tokenizer_and_labels(model_args, splits)
+        set_seed(spec.training.seed)
+        model = models.load_classifier(model_args, tokenizer, labels)
+        return tokenizer, model, lambda d: models.encode_classification(d, tokenizer, labels), \
+            DataCollatorWithPadding(tokenizer)
+    if head == "masked_lm":
+        tokenizer = models.masked_lm_tokenizer(model_args, data_args.dataset_name, data_args.dataset_config_name, splits)
+        set_seed(spec.training.seed)
+        model = models.load_masked_lm(model_args, tokenizer)
+        return tokenizer, model, lambda d: models.encode_masked(d, tokenizer), \
+            DataCollatorForTokenClassification(tokenizer)
+    tokenizer = models.answer_slots_tokenizer(splits)
+    set_seed(spec.training.seed)
+    model = models.load_answer_reader(model_args, tokenizer)
+    return tokenizer, model, lambda d: models.encode_answer_slots(d, tokenizer), \
+        DataCollatorForTokenClassification(tokenizer)
+
+
+def by_difficulty(dataset):
+    """The rows sorted by difficulty (stable): examples of similar length share a batch."""
+    return dataset.select(np.argsort(dataset["difficulty"], kind="stable"))
+
+
+def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None, quiet: bool = False,
+                   save: bool = True) -> ExperimentResult:
+    """Train (when `spec.training.do_train`) and evaluate (when `do_eval`) the spec's model on its dataset.
+
+    `splits`: the dataset already loaded (a `DatasetDict`), instead of loading it from the spec. `command`: the command
+    line that asked for this run, recorded for the model card. `quiet`: no per-step printout (`quiet_logs`). `save`:
+    write the model, the Trainer state and the results to the output folder (the leaderboard's cells keep only their
+    numbers)."""
+    model_args, data_args, training_args, distill_args = spec.model, spec.data, spec.training, spec.distillation
+    recorded = spec.to_dict()  # the spec as given, before the runner fills in what it decides
+    head = models.infer_head(model_args)
+    if training_args.ddp_find_unused_parameters is None:
+        training_args.ddp_find_unused_parameters = False  # every parameter takes part in the loss
+    if quiet:
+        quiet_logs()
+    last_checkpoint = get_last_checkpoint_or_none(training_args.output_dir) if training_args.do_train else None
+
+    if splits is None:
+        with training_args.main_process_first(desc="dataset generation"):
+            splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_args.params)
+    splits = dict(splits)
+    if training_args.do_train and "train" not in splits:
+        raise UsageError(f"{data_args.dataset_name} has no 'train' split to train on; it has {sorted(splits)}.")
+    if data_args.max_train_samples is not None and "train" in splits:
+        splits["train"] = splits["train"].select(range(min(data_args.max_train_samples, len(splits["train"]))))
+    eval_sets = evaluation_sets(splits, data_args)
+    if training_args.do_eval and not eval_sets:
+        raise UsageError(f"{data_args.dataset_name} has no split to evaluate besides 'train' (it has {sorted(splits)}).")
+    first_eval = data_args.eval_split or ("validation" if "validation" in eval_sets else next(iter(eval_sets), None))
+    if first_eval is not None and first_eval not in eval_sets:
+        raise UsageError(f"--eval_split {first_eval!r} is not an evaluation split; the dataset has {sorted(eval_sets)}.")
+
+    tokenizer, model, encode, collator = prepare(head, spec, splits)
+    if model_args.num_steps is not None and "num_steps" not in inspect.signature(model.forward).parameters:
+        raise UsageError(f"--num_steps applies to the NDR and the Universal Transformer; {model.config.model_type} has "
+                         "no steps to set.")
+    with training_args.main_process_first(desc="tokenization"):
+        train_dataset = encode(splits["train"]) if training_args.do_train else None
+        if train_dataset is not None and distill_args.teacher_model_name_or_path:  # the teacher's logits, once
+            if head != "classification":
+                raise UsageError("Distillation takes a classifier student (--head classification).")
+            logits = teacher_logits(distill_args.teacher_model_name_or_path, splits["train"]["input"][: len(train_dataset)],
+                                    [model.config.id2label[i] for i in range(model.config.num_labels)],
+                                    distill_args.teacher_logits_cache, trust_remote_code=model_args.trust_remote_code)
+            train_dataset = train_dataset.add_column("teacher_logits", logits.tolist())
+        features = {name: by_difficulty(encode(dataset)) for name, dataset in eval_sets.items()}
+
+    scorers = {name: Scorer(dataset["difficulty"], head, data_args.difficulty_bucket) for name, dataset in features.items()}
+    trainer = ExperimentTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=features.get(first_eval),
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=scorers.get(first_eval),
+        preprocess_logits_for_metrics=models.answer_predictions,
+        optimizers=(exponential_decay_optimizer(model, training_args, len(train_dataset))
+                    if training_args.lr_decay_per_epoch and train_dataset is not None else (None, None)),
+        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else [],
+        temperature=distill_args.distillation_temperature,
+        distillation_weight=distill_args.distillation_weight,
+    )
+    if quiet:
+        trainer.remove_callback(PrinterCallback)
+        if trainer.pop_callback(ProgressCallback):
+            trainer.add_callback(ProgressBarOnly)
+    log_under_output_dir(trainer)
+
+    metrics, training = {}, None
+    if training_args.do_train:
+        start = time.perf_counter()
+        train_output = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
+        seconds = time.perf_counter() - start
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        best = trainer.state.best_model_checkpoint if training_args.load_best_model_at_end else None
+        training = {"steps": trainer.state.global_step, "epochs": trainer.state.epoch,
+                    "best_step": int(best.rsplit("-", 1)[1]) if best else None, "seconds": round(seconds, 1),
+                    "loss_first_last": [losses[0], losses[-1]] if losses else None,
+                    "max_train_seconds": training_args.max_train_seconds}
+        metrics.update(train_output.metrics)
+        if save:
+            trainer.save_model()
+            trainer.save_metrics("train", train_output.metrics)
+            trainer.save_state()
+
+    scores, start = {}, time.perf_counter()
+    if training_args.do_eval:
+        trainer.num_steps = model_args.num_steps
+        for name, dataset in features.items():
+            trainer.compute_metrics = scorers[name]
+            evaluation = trainer.evaluate(eval_dataset=dataset, metric_key_prefix=f"eval_{name}")
+            scores[name] = scorers[name].scores
+            metrics.update(evaluation)
+            if save:
+                trainer.save_metrics(f"eval_{name}", evaluation)
+    result = ExperimentResult(
+        scores=scores, head=head, model_type=models.model_type_of(model),
+        spec=recorded, command=command, metrics=metrics, training=training,
+        evaluation_seconds=round(time.perf_counter() - start, 1),
+        parameters=sum(p.numel() for p in model.parameters()), hardware=hardware(),
+    )
+    if save and training_args.should_save:
+        if not training_args.do_train and model_args.model_name_or_path and os.path.isdir(model_args.model_name_or_path):
+            # an evaluation of a trained folder (e.g. with more NDR steps): the output folder becomes a copy of that
+            # model with these numbers, which `lengthgen release` can publish
+            trainer.save_model()
+            result.trained_by = trained_by(model_args.model_name_or_path)
+        result.save(training_args.output_dir)
+        write_model_card(trainer, result)
+        if training_args.push_to_hub:
+            upload_output_dir(trainer.hub_model_id, training_args.output_dir)
+    return result
+
+
+def trained_by(folder: str) -> dict | None:
+    """How the model in `folder` was trained (spec, command, training), from its results file or, for a Trainer
+    checkpoint (`RUN/checkpoint-N`), its run's."""
+    for candidate in (folder, os.path.dirname(os.path.normpath(folder))):
+        if os.path.isfile(os.path.join(candidate, RESULTS_FILE)):
+            source = ExperimentResult.load(candidate)
+            if source.trained_by:
+                return source.trained_by
+            return {"spec": source.spec, "command": source.command, "training": source.training}
+    return None
+
+
+def write_model_card(trainer, result: ExperimentResult):
+    """The Trainer's model card with the paper and the accuracy per split and difficulty appended."""
+    dataset = result.dataset
+    trainer.create_model_card(
+        finetuned_from=result.spec["model"].get("model_name_or_path"),
+        tasks=PIPELINE_TAGS[result.head],
+        dataset=f"{dataset['name']} ({dataset['config']})" if dataset["config"] else dataset["name"],
+        tags=["lengthgen", "length-generalization", result.model_type],
+    )
+    lines = ["", "## lengthgen", "", f"Trained and evaluated with lengthgen on `{dataset['name']}`"
+             + (f" / `{dataset['config']}`" if dataset["config"] else "")
+             + ", a task split by length or depth: the evaluation splits are longer or deeper than training."]
+    if result.model_type in PAPERS:
+        lines += ["", f"Paper: {PAPERS[result.model_type]}."]
+    rows = [(split, key, value) for split, table in result.table().items() for key, value in table.items()]
+    if rows:
+        lines += ["", "| evaluation set | difficulty | accuracy |", "| --- | --- | --- |"]
+        lines += [f"| {split} | {key} | {value:.4f} |" for split, key, value in rows]
+    with open(os.path.join(trainer.args.output_dir, "README.md"), "a") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def upload_output_dir(repo_id: str, output_dir: str):
+    """Upload an output folder as it stands at the end of training (the model, its code, the tokenizer, the results
+    and the card; Trainer.push_to_hub would write its own card over it), without the checkpoints."""
+    from huggingface_hub import HfApi
+
+    HfApi().upload_folder(repo_id=repo_id, folder_path=output_dir, commit_message="lengthgen: end of training",
+                          ignore_patterns=["_*", "checkpoint-*"])
+
+
+__all__ = ["ExperimentTrainer", "Scorer", "quiet_logs", "run_experiment", "trained_by", "upload_output_dir"]
