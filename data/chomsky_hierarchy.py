@@ -33,6 +33,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lengthgen.cli import UsageError
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
@@ -148,12 +149,12 @@ def generate_chomsky_splits(
     **task_parameters,
 ) -> dict[str, list[dict]]:
     if task not in TASKS:
-        raise ValueError(f"Unknown Chomsky-hierarchy task {task!r}; expected one of {sorted(TASKS)}.")
+        raise UsageError(f"Unknown Chomsky-hierarchy task {task!r}; expected one of {sorted(TASKS)}.")
     rng, splits = random.Random(seed), {}
     for split, size, lengths in (("train", train_size, train_lengths), ("test", test_size, test_lengths)):
         valid = task_lengths(task, lengths)
         if not valid:
-            raise ValueError(f"{task} has no input of length {lengths[0]}-{lengths[1]} (split {split}).")
+            raise UsageError(f"{task} has no input of length {lengths[0]}-{lengths[1]} (split {split}).")
         rows = []
         for length, count in balanced_counts(size, {n: size for n in valid}).items():
             for _ in range(count):

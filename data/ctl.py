@@ -13,6 +13,8 @@ import random
 import string
 from dataclasses import dataclass
 
+from lengthgen.cli import UsageError
+
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
 
@@ -50,7 +52,7 @@ def sample_problems(depth: int, count: int, num_symbols: int, num_functions: int
     space = num_symbols * num_functions**depth
     free = space - sum(1 for p in taken if len(p[1]) == depth)
     if count > free:
-        raise ValueError(f"Only {free} unused CTL problems of depth {depth}; {count} asked for.")
+        raise UsageError(f"Only {free} unused CTL problems of depth {depth}; {count} asked for.")
     chosen = []
     if space <= 4 * count:  # small space: enumerate, then draw without replacement
         candidates = [
@@ -83,7 +85,7 @@ def generate_ctl_splits(
     seed: int = 0,
 ) -> dict[str, list[dict]]:
     if direction not in DIRECTIONS:
-        raise ValueError(f"Unknown CTL direction {direction!r}; expected one of {DIRECTIONS}.")
+        raise UsageError(f"Unknown CTL direction {direction!r}; expected one of {DIRECTIONS}.")
     bits = max(1, (num_symbols - 1).bit_length())
     tables = ctl_tables(num_symbols, num_functions, seed)
     rng = random.Random(seed + 1)
@@ -93,7 +95,7 @@ def generate_ctl_splits(
     # every single application is in training; the rest of it is balanced over the deeper training depths
     singles = [(s, (f,)) for f in range(num_functions) for s in range(num_symbols)] if 1 in capacity else []
     if train_size < len(singles):
-        raise ValueError(f"train_size {train_size} is below the {len(singles)} single applications it must hold.")
+        raise UsageError(f"train_size {train_size} is below the {len(singles)} single applications it must hold.")
     taken.update(singles)
     deeper = {d: c for d, c in capacity.items() if d > 1}
     counts = balanced_counts(train_size - len(singles), deeper) if deeper else {}

@@ -17,6 +17,8 @@ import random
 
 import datasets
 
+from lengthgen.cli import UsageError
+
 HOTPOTQA_ANSWER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics", "hotpotqa_answer")  # evaluate
 
 ANSWER_TYPES = ("span", "yes", "no")
@@ -47,7 +49,7 @@ def load_hotpotqa(dataset_name: str | None = None, dataset_config_name: str | No
 
     `max_train_samples` keeps that many training questions drawn at random with `seed` (paper: 30,000)."""
     if (dataset_name is None) == (not data_files):
-        raise ValueError("Give either a dataset name or local data files, not both and not neither.")
+        raise UsageError("Give either a dataset name or local data files, not both and not neither.")
     if data_files:
         splits = {split: from_official_json(path) for split, path in data_files.items()}
     else:
@@ -55,7 +57,7 @@ def load_hotpotqa(dataset_name: str | None = None, dataset_config_name: str | No
     for split, dataset in splits.items():
         missing = [c for c in HUB_COLUMNS if c not in dataset.column_names]
         if missing:
-            raise ValueError(f"The {split} split lacks the columns {missing} of HotpotQA.")
+            raise UsageError(f"The {split} split lacks the columns {missing} of HotpotQA.")
     if max_train_samples is not None and "train" in splits and max_train_samples < len(splits["train"]):
         chosen = sorted(random.Random(seed).sample(range(len(splits["train"])), max_train_samples))
         splits["train"] = splits["train"].select(chosen)
@@ -66,7 +68,7 @@ def context_text(context: dict) -> tuple[str, list[tuple[str, int, int]]]:
     """The context as one string (`title: sentences` per paragraph, one per line) and each paragraph's
     (title, start, end) character range."""
     if not context["title"] or not any("".join(s).strip() for s in context["sentences"]):
-        raise ValueError("The example's context is missing (no paragraph with text).")
+        raise UsageError("The example's context is missing (no paragraph with text).")
     pieces, ranges, at = [], [], 0
     for title, sentences in zip(context["title"], context["sentences"]):
         paragraph = f"{title}: {''.join(sentences).strip()}"
@@ -107,7 +109,7 @@ def prepare_windows(examples: dict, tokenizer, window_size: int, doc_stride: int
     for example_id, question in zip(examples["id"], examples["question"]):
         question_tokens = len(tokenizer(question, add_special_tokens=False)["input_ids"])
         if question_tokens + 4 + doc_stride >= window_size:  # <s> q </s></s> ... </s>, room for new context
-            raise ValueError(f"Question {example_id} has {question_tokens} tokens: with the separators and a stride "
+            raise UsageError(f"Question {example_id} has {question_tokens} tokens: with the separators and a stride "
                              f"of {doc_stride} it leaves no room for context in a window of {window_size}.")
     encoded = tokenizer(list(examples["question"]), list(contexts), truncation="only_second", max_length=window_size,
                         stride=doc_stride, return_overflowing_tokens=True, return_offsets_mapping=True,

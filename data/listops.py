@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import datasets
 from tqdm.auto import tqdm
 
+from lengthgen.cli import UsageError
+
 from .ctl import NDR_CITATION
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
@@ -91,7 +93,7 @@ def balanced_trees(size, depths, rng, p_op, max_args, max_length, seen, desc):
         while len(rows) < size:
             attempts += 1
             if attempts > 2000 * size + 100_000:
-                raise ValueError(f"Could not balance {size} ListOps trees over dependency depths {lo}-{hi}.")
+                raise UsageError(f"Could not balance {size} ListOps trees over dependency depths {lo}-{hi}.")
             tree = tree_of_depth(rng, lo, hi, p_op, max_args, max_length)
             if tree is None or wanted.get(tree.dependency_depth, 0) == 0:
                 continue

@@ -26,6 +26,7 @@ import re
 
 import datasets
 
+from lengthgen.cli import UsageError
 from lengthgen.data.kjv import kjv_books
 
 CORPORA = ("pg19", "wikitext103", "kjv")
@@ -57,7 +58,7 @@ def pg19_book_name(row: dict) -> str:
         return row["name"]
     url = row.get("url")
     if not url:
-        raise ValueError("A PG-19 row needs a `name` or a `url` column to order books by file name.")
+        raise UsageError("A PG-19 row needs a `name` or a `url` column to order books by file name.")
     return url.rstrip("/").rsplit("/", 1)[-1] + ".txt"
 
 
@@ -71,7 +72,7 @@ def _local_split(path: str, corpus: str, streaming: bool):
     if os.path.isdir(path):
         names = sorted(n for n in os.listdir(path) if n.endswith(".txt"))
         if not names:
-            raise ValueError(f"{path} holds no .txt files: a PG-19 folder holds one book per <id>.txt file.")
+            raise UsageError(f"{path} holds no .txt files: a PG-19 folder holds one book per <id>.txt file.")
 
         def books():
             for name in names:
@@ -107,7 +108,7 @@ def _as_documents(source, corpus: str, streaming: bool):
         builder = datasets.IterableDataset if streaming else datasets.Dataset
         return builder.from_generator(source, features=DOCUMENT_FEATURES)
     if "text" not in source.column_names:
-        raise ValueError(f"The dataset has no `text` column (columns: {source.column_names}).")
+        raise UsageError(f"The dataset has no `text` column (columns: {source.column_names}).")
     if corpus == "wikitext103":
         builder = datasets.IterableDataset if streaming else datasets.Dataset
         return builder.from_generator(_wikitext_rows, gen_kwargs={"dataset": source}, features=DOCUMENT_FEATURES)
@@ -120,7 +121,7 @@ def first_books(dataset, count: int):
     streamed one yields the kept books in its own order."""
     key_columns = [c for c in ("name", "url") if c in dataset.column_names]
     if not key_columns:
-        raise ValueError("A PG-19 row needs a `name` or a `url` column to order books by file name.")
+        raise UsageError("A PG-19 row needs a `name` or a `url` column to order books by file name.")
     names = [pg19_book_name(row) for row in dataset.select_columns(key_columns)]
     order = sorted(range(len(names)), key=names.__getitem__)[:count]
     if isinstance(dataset, datasets.Dataset):
@@ -146,25 +147,25 @@ def load_documents(
     max_train_books: keep the first N training books by file name (PG-19, §5: 1,250).
     """
     if corpus not in CORPORA:
-        raise ValueError(f"corpus must be one of {CORPORA}, got {corpus!r}")
+        raise UsageError(f"corpus must be one of {CORPORA}, got {corpus!r}")
     if corpus == "kjv" and dataset_name is None and not data_files:
         books = kjv_books()
         return {split: datasets.Dataset.from_list([{"name": b["name"], "text": b["text"]} for b in books
                                                    if b["split"] == split], features=DOCUMENT_FEATURES)
                 for split in SPLITS}
     if (dataset_name is None) == (not data_files):
-        raise ValueError("Give either a dataset name or local data files, not both and not neither.")
+        raise UsageError("Give either a dataset name or local data files, not both and not neither.")
     if data_files:
         unknown = sorted(set(data_files) - set(SPLITS))
         if unknown:
-            raise ValueError(f"Unknown split(s) {unknown}: the splits are {SPLITS}")
+            raise UsageError(f"Unknown split(s) {unknown}: the splits are {SPLITS}")
         raw = {split: _local_split(path, corpus, streaming) for split, path in data_files.items()}
     else:
         raw = dict(datasets.load_dataset(dataset_name, dataset_config_name, streaming=streaming))
     documents = {split: _as_documents(source, corpus, streaming) for split, source in raw.items()}
     if max_train_books is not None:
         if "train" not in documents:
-            raise ValueError("max_train_books needs a train split")
+            raise UsageError("max_train_books needs a train split")
         documents["train"] = first_books(documents["train"], max_train_books)
     return documents
 
@@ -178,7 +179,7 @@ def tokenize_documents(batch: dict, tokenizer, max_tokens: int | None = None) ->
     tokens cover; `num_tokens` the document's tokens (bos not counted), the ones a language model predicts."""
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     if bos is None:
-        raise ValueError("The tokenizer has neither a bos nor an eos token to start documents with.")
+        raise UsageError("The tokenizer has neither a bos nor an eos token to start documents with.")
     encoded = tokenizer(batch["text"], add_special_tokens=False, return_offsets_mapping=max_tokens is not None)
     input_ids, num_words = [], []
     for index, (text, ids) in enumerate(zip(batch["text"], encoded["input_ids"])):

@@ -13,6 +13,8 @@ authors' code, the mask covers exactly the digits of the last number (one mask t
 
 import random
 
+from lengthgen.cli import UsageError
+
 from .splits import assert_splits_disjoint
 
 DELIMITER = "_"
@@ -43,7 +45,7 @@ def nsp_numbers(task: str, difficulty: int, rng: random.Random) -> list[str]:
     if task == "reverse":
         number = str(random_number(rng, difficulty))
         return [number, number[::-1]]
-    raise ValueError(f"Unknown NSP task {task!r}; expected one of {TASKS}.")
+    raise UsageError(f"Unknown NSP task {task!r}; expected one of {TASKS}.")
 
 
 def nsp_example(task: str, difficulty: int, rng: random.Random) -> dict:
@@ -64,16 +66,16 @@ def nsp_example(task: str, difficulty: int, rng: random.Random) -> dict:
 def balanced_difficulties(size: int, difficulties: list[int]) -> list[int]:
     """`size` difficulty values, each of `difficulties` used equally often (counts differ by at most one)."""
     if size < 0:
-        raise ValueError(f"size must be >= 0, got {size}")
+        raise UsageError(f"size must be >= 0, got {size}")
     return [difficulties[i * len(difficulties) // size] for i in range(size)] if size else []
 
 
 def generate_nsp(task: str, size: int, min_difficulty: int, max_difficulty: int, seed: int) -> list[dict]:
     """`size` rows of `task` with difficulties min..max equally represented, in a seeded random order."""
     if task not in TASKS:
-        raise ValueError(f"Unknown NSP task {task!r}; expected one of {TASKS}.")
+        raise UsageError(f"Unknown NSP task {task!r}; expected one of {TASKS}.")
     if not 1 <= min_difficulty <= max_difficulty:
-        raise ValueError(f"Need 1 <= min_difficulty <= max_difficulty, got {min_difficulty}..{max_difficulty}")
+        raise UsageError(f"Need 1 <= min_difficulty <= max_difficulty, got {min_difficulty}..{max_difficulty}")
     rng = random.Random(seed)
     rows = [nsp_example(task, d, rng) for d in balanced_difficulties(size, list(range(min_difficulty, max_difficulty + 1)))]
     rng.shuffle(rows)

@@ -12,6 +12,8 @@ training sentences are partitioned by length into a training and a validation se
 import os
 import random
 
+from lengthgen.cli import UsageError
+
 from .nsp import MASK
 from .splits import assert_splits_disjoint
 
@@ -55,7 +57,7 @@ def sentence_tokens(words: list[str], level: str) -> list[list[str]]:
         return [[w] for w in words]
     if level == "char":
         return [list(w) for w in words]
-    raise ValueError(f"Unknown PTB level {level!r}; expected one of {LEVELS}.")
+    raise UsageError(f"Unknown PTB level {level!r}; expected one of {LEVELS}.")
 
 
 def sentence_length(words: list[str], level: str) -> int:

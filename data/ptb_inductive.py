@@ -10,7 +10,13 @@ import datasets
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .nsp_inductive import IBERT_CITATION
-from .ptb import DEFAULT_PTB_SOURCE, LEVELS, generate_ptb_splits, ptb_file, read_ptb_sentences
+from .ptb import (
+    DEFAULT_PTB_SOURCE,
+    LEVELS,
+    generate_ptb_splits,
+    ptb_file,
+    read_ptb_sentences,
+)
 
 
 @dataclass

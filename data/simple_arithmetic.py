@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
+from lengthgen.cli import UsageError
+
 from .ctl import NDR_CITATION
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
@@ -49,7 +51,7 @@ def balanced_expressions(sizes_by_depth: dict[int, int], rng, p_subop: float, ma
             while made < size:
                 attempts += 1
                 if attempts > 1000 * size + 10_000:
-                    raise ValueError(f"Could not find {size} distinct expressions of depth {depth} within "
+                    raise UsageError(f"Could not find {size} distinct expressions of depth {depth} within "
                                      f"{max_length} tokens; lower the size or raise max_length.")
                 tokens, value, _ = expression_of_depth(rng, depth, p_subop)
                 text = " ".join(tokens)

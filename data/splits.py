@@ -1,5 +1,7 @@
 """Plain helpers of the split generators (no Hugging Face imports): balancing and the disjointness check."""
 
+from lengthgen.cli import UsageError
+
 
 def balanced_counts(total: int, capacities: dict[int, int]) -> dict[int, int]:
     """Split `total` over depths as evenly as their capacities allow (water-filling, shallow depths first)."""
@@ -9,7 +11,7 @@ def balanced_counts(total: int, capacities: dict[int, int]) -> dict[int, int]:
         counts[depth] = min(share, capacities[depth])
         remaining -= counts[depth]
     if remaining:
-        raise ValueError(f"Cannot place {total} problems in depths {depths} (capacities {capacities}).")
+        raise UsageError(f"Cannot place {total} problems in depths {depths} (capacities {capacities}).")
     return counts
 
 
@@ -20,4 +22,4 @@ def assert_splits_disjoint(splits: dict[str, list[dict]], ignore=("validation_ii
         for b in names[a_index + 1 :]:
             shared = {r["difficulty"] for r in splits[a]} & {r["difficulty"] for r in splits[b]}
             if shared:
-                raise ValueError(f"splits {a} and {b} overlap at difficulties {sorted(shared)[:10]}")
+                raise UsageError(f"splits {a} and {b} overlap at difficulties {sorted(shared)[:10]}")

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import datasets
 
+from lengthgen.cli import UsageError
+
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint
 
@@ -93,14 +95,14 @@ def balanced_examples(counts: dict[int, int], by: str, rng: random.Random, seen:
         while made < count:
             attempts += 1
             if attempts > 1000 * count + 10_000:
-                raise ValueError(f"Could not find {count} distinct sentences with {by} {difficulty}; lower the size.")
+                raise UsageError(f"Could not find {count} distinct sentences with {by} {difficulty}; lower the size.")
             if by == "attractors":
                 modifiers = rng.randint(difficulty, max(difficulty, max_modifiers))
                 example = agreement_example(rng, modifiers, difficulty)
             else:  # a modifier takes 3 to 5 words: the numbers of modifiers that can reach this distance
                 low, high = -(-(difficulty - 1) // 5), min((difficulty - 1) // 3, max_modifiers)
                 if low > high:
-                    raise ValueError(f"No sentence of at most {max_modifiers} modifiers has distance {difficulty}.")
+                    raise UsageError(f"No sentence of at most {max_modifiers} modifiers has distance {difficulty}.")
                 modifiers = rng.randint(low, high)
                 example = agreement_example(rng, modifiers, rng.randint(0, modifiers))
                 if example["distance"] != difficulty:
@@ -132,10 +134,10 @@ def generate_agreement_splits(
 ) -> dict[str, list[dict]]:
     """Train / validation / test of distinct sentences, balanced over the difficulties of each split."""
     if split_by not in ("attractors", "distance"):
-        raise ValueError(f"split_by must be 'attractors' or 'distance', got {split_by!r}")
+        raise UsageError(f"split_by must be 'attractors' or 'distance', got {split_by!r}")
     top = max(train_difficulties[1], validation_difficulties[1], test_difficulties[1])
     if split_by == "attractors" and top > max_modifiers:
-        raise ValueError(f"{top} attractors need max_modifiers >= {top}, got {max_modifiers}")
+        raise UsageError(f"{top} attractors need max_modifiers >= {top}, got {max_modifiers}")
     rng, seen = random.Random(seed), set()
     splits = {
         name: balanced_examples(per_difficulty(size, span), split_by, rng, seen, max_modifiers)
@@ -160,19 +162,19 @@ def linzen_agreement_splits(source: str, seed: int = 42, fractions=(0.1, 0.01)) 
         repo_type = "dataset" if parts[0] == "datasets" else "model"
         parts = parts[1:] if parts[0] == "datasets" else parts
         if len(parts) < 3:
-            raise ValueError(f"Expected hf://[datasets/]OWNER/NAME/FILE, got {source!r}")
+            raise UsageError(f"Expected hf://[datasets/]OWNER/NAME/FILE, got {source!r}")
         source = hf_hub_download("/".join(parts[:2]), "/".join(parts[2:]), repo_type=repo_type)
     table = datasets.load_dataset("csv", data_files=source, delimiter="\t", split="train")
     missing = [c for c in LINZEN_COLUMNS if c not in table.column_names]
     if missing:
-        raise ValueError(f"{source}: the agreement TSV lacks the column(s) {', '.join(missing)} "
+        raise UsageError(f"{source}: the agreement TSV lacks the column(s) {', '.join(missing)} "
                          f"(it has {', '.join(table.column_names)}).")
 
     def to_example(row):
         words = str(row["sentence"]).split()
         verb = int(row["verb_index"]) - 1  # 1-based in the TSV
         if not 0 < verb <= len(words) or row["verb_pos"] not in LABELS:
-            raise ValueError(f"{source}: a row with verb_index {row['verb_index']} / verb_pos {row['verb_pos']!r} "
+            raise UsageError(f"{source}: a row with verb_index {row['verb_index']} / verb_pos {row['verb_pos']!r} "
                              f"in a sentence of {len(words)} words")
         return {"input": " ".join(words[:verb]), "target": row["verb_pos"], "length": verb,
                 "difficulty": int(row["n_diff_intervening"])}

@@ -15,6 +15,8 @@ import string
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
+from lengthgen.cli import UsageError
+
 from .nsp import DELIMITER, MASK
 
 PAD, UNK, CLS, SEP = "[PAD]", "[UNK]", "[CLS]", "[SEP]"
@@ -77,5 +79,5 @@ def tokenizer_for_task(name: str, config_name: str, texts=None) -> PreTrainedTok
     if config_name == "char":
         return character_tokenizer()
     if texts is None:
-        raise ValueError("A word-level tokenizer needs `texts` to build its vocabulary from.")
+        raise UsageError("A word-level tokenizer needs `texts` to build its vocabulary from.")
     return word_tokenizer(texts)

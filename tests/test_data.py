@@ -3,11 +3,10 @@ import json
 import os
 
 import datasets
-import evaluate
 import pytest
 
-from lengthgen.data.export import export, fingerprint, main as cli_main
-from lengthgen.data.masked_lm import MASKED_SPAN_ACCURACY, tokenize_masked_examples
+from lengthgen.commands.data import main as cli_main
+from lengthgen.data.export import export, fingerprint
 from lengthgen.data.nsp import DELIMITER, MASK, generate_nsp_splits
 from lengthgen.data.nsp_inductive import NSPInductive
 from lengthgen.data.ptb import generate_ptb_splits, read_ptb_sentences
@@ -127,8 +126,8 @@ def test_cli_export_and_push_to_hub_intercepted(tmp_path, monkeypatch):
         "huggingface_hub.HfApi.upload_folder",
         lambda self, folder_path, repo_id, **kw: calls.append(("upload", repo_id, sorted(os.listdir(folder_path)))),
     )
-    cli_main(["export", "nsp_inductive", "--config", "reverse", "--output-dir", str(tmp_path), "--push-to-hub", "me/nsp",
-              "--param", "train_size=10", "--param", "validation_size=4"])
+    cli_main(["export", "nsp_inductive", "--dataset_config_name", "reverse", "--output_dir", str(tmp_path),
+              "--push_to_hub", "me/nsp", "--dataset_param", "train_size=10", "validation_size=4"])
     assert calls[0][:2] == ("create", "me/nsp") and calls[0][2]["repo_type"] == "dataset"
     assert calls[1] == ("upload", "me/nsp", ["README.md", "reverse"])
 
@@ -186,9 +185,17 @@ def test_ptb_source_as_hub_dataset_id(tmp_path, monkeypatch):
     assert len(builder.as_dataset()["train"]) > 0
 
 
+def encode_masked(inputs, targets, tokenizer):
+    from datasets import Dataset
+
+    from lengthgen.training.models import encode_masked
+
+    return encode_masked(Dataset.from_dict({"input": inputs, "target": targets}), tokenizer)
+
+
 def test_tokenizers_and_label_alignment(repo_root):
     tokenizer = digit_tokenizer()
-    features = tokenize_masked_examples({"input": ["3 4 _ [MASK] [MASK]"], "target": ["3 4 _ 3 4"]}, tokenizer)
+    features = encode_masked(["3 4 _ [MASK] [MASK]"], ["3 4 _ 3 4"], tokenizer)
     ids = tokenizer.convert_tokens_to_ids(["[CLS]", "3", "4", "_", "[MASK]", "[MASK]", "[SEP]"])
     assert features["input_ids"][0] == ids
     three, four = tokenizer.convert_tokens_to_ids(["3", "4"])
@@ -204,21 +211,26 @@ def test_tokenizers_and_label_alignment(repo_root):
     assert words.unk_token == "<unk>"
     assert words("the dog")["input_ids"][2] == words.unk_token_id
     with pytest.raises(ValueError, match="one target token per input token"):
-        tokenize_masked_examples({"input": ["1 2"], "target": ["1 2 3"]}, tokenizer)
+        encode_masked(["1 2"], ["1 2 3"], tokenizer)
 
 
-def test_masked_span_accuracy_metric_hand_worked():
-    metric = evaluate.load(MASKED_SPAN_ACCURACY)
-    result = metric.compute(
-        predictions=[[1, 2], [3], [4, 5]],
-        references=[[1, 2], [4], [4, 6]],
-        difficulties=[2, 2, 3],
-        target_log_probs=[[0.0, 0.0], [-2.0], [-1.0, -1.0]],
-    )
-    assert result["sequence_accuracy"] == pytest.approx(1 / 3)
-    assert result["token_accuracy"] == pytest.approx(3 / 5)
-    assert result["sequence_accuracy_by_difficulty"] == {2: 0.5, 3: 0.0}
-    assert result["token_accuracy_by_difficulty"] == {2: pytest.approx(2 / 3), 3: 0.5}
-    assert result["nll"] == pytest.approx(4 / 5)
-    assert result["bits_per_token"] == pytest.approx(0.8 / 0.6931471805599453)
-    assert result["perplexity"] == pytest.approx(2.718281828459045**0.8)
+def test_masked_span_scores_hand_worked():
+    """Three masked spans (the masked LM head's evaluation: per position the predicted id, its probability, the
+    label's log-probability; padding -100): accuracy is the whole span right, token accuracy each span's share of
+    right tokens averaged over spans, and the NLL the mean over every masked token."""
+    import numpy as np
+    from transformers import EvalPrediction
+
+    from lengthgen.training.runner import Scorer
+
+    predicted, references = [[1, 2], [3, -100], [4, 5]], [[1, 2], [4, -100], [4, 6]]
+    log_probs = [[0.0, 0.0], [-2.0, -100], [-1.0, -1.0]]
+    predictions = np.stack([np.array(predicted), np.full((3, 2), 0.5), np.array(log_probs)], axis=-1)
+    metrics = Scorer([2, 2, 3], "masked_lm")(EvalPrediction(predictions=predictions, label_ids=np.array(references)))
+    assert metrics["accuracy"] == pytest.approx(1 / 3)
+    assert metrics["token_accuracy"] == pytest.approx((1 + 0 + 0.5) / 3)
+    assert (metrics["accuracy_d2"], metrics["accuracy_d3"]) == (0.5, 0.0)
+    assert (metrics["token_accuracy_d2"], metrics["token_accuracy_d3"]) == (0.5, 0.5)
+    assert metrics["nll"] == pytest.approx(4 / 5)
+    assert metrics["bits_per_token"] == pytest.approx(0.8 / 0.6931471805599453)
+    assert metrics["perplexity"] == pytest.approx(2.718281828459045**0.8)
