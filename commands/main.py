@@ -47,6 +47,5 @@ def main(argv: list[str] | None = None):
     run_command(module.main, f"lengthgen {name}", rest)
 
 
-
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ import json
 import os
 
 import torch
+
 from lengthgen.cli import UsageError, check_positive
 from lengthgen.reproduction.reproduce import (
     NUM_STEPS,
@@ -34,7 +35,7 @@ from lengthgen.reproduction.reproduce import (
     reproduce,
     results_table,
 )
-from lengthgen.reproduction.study import STUDIES, run_study
+from lengthgen.reproduction.study import STUDIES, run_study, study_spec
 from lengthgen.training.pieces import (
     get_last_checkpoint_or_none,
     pack_checkpoint,
@@ -106,6 +107,11 @@ def main(argv=None):
     if args.table:
         print(results_table(args.results_dir))
     for name in args.names:
+        if name in STUDIES and args.print_spec:
+            for model in STUDIES[name]["models"]:
+                print(f"# lengthgen reproduce {name}: {model} (seed 0 of {STUDIES[name]['seeds']})\n"
+                      f"{study_spec(name, model, 0, os.path.join(args.output_root, name, model, 'seed0')).to_yaml()}")
+            continue
         if name in STUDIES:
             run_study(name, args.output_root, args.results_dir, args.verbose)
             continue

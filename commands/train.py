@@ -49,7 +49,7 @@ def main(argv=None, head: str | None = None, program: str = "lengthgen train", t
     given = list(argv)
     if any(flag in argv for flag in ("-h", "--help")):
         print(__doc__ if program == "lengthgen train" else "")
-        parser().print_help()
+        parser(program).print_help()
         return None
     print_spec = "--print_spec" in argv
     argv = [a for a in argv if a != "--print_spec"]
@@ -65,7 +65,7 @@ def main(argv=None, head: str | None = None, program: str = "lengthgen train", t
         sections.setdefault("model", {}).setdefault("head", head)
     if name and "output_dir" not in sections.get("training", {}):
         sections.setdefault("training", {})["output_dir"] = os.path.join("outputs", name)
-    spec = ExperimentSpec.from_args(argv, sections)
+    spec = ExperimentSpec.from_args(argv, sections, prog=program)
     if print_spec:
         print(spec.to_yaml(), end="")
         return None

@@ -11,10 +11,11 @@ activations of every step (one panel per step, tokens on the x axis, gate channe
 import argparse
 import os
 
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
 import lengthgen.modeling  # noqa: F401
 from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.plots import ndr_step_figures
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 
 def plot_ndr_steps(model, tokenizer, text: str, output: str, head: int | None = None, num_steps: int | None = None):
@@ -41,6 +42,9 @@ def main(argv=None):
     check_positive({"--num_steps": args.num_steps})
     if not args.text.split():
         raise UsageError("--text is empty: give the input as space-separated tokens, e.g. \"101 d a b\".")
+    heads = AutoConfig.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code).num_attention_heads
+    if args.head is not None and not 0 <= args.head < heads:
+        raise UsageError(f"--head must be in [0, {heads}), got {args.head}.")
     model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code)
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     for path in plot_ndr_steps(model, tokenizer, args.text, args.output, args.head, args.num_steps):
@@ -49,4 +53,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run_command(main, "plot_ndr.py")  # a mistake: one line, exit status 2 (--debug: the traceback)
+    run_command(main, "plot_ndr.py")

@@ -15,6 +15,7 @@ import json
 import os
 import statistics
 
+from lengthgen.cli import UsageError
 from lengthgen.plots import Curve, plot_accuracy
 
 
@@ -100,7 +101,7 @@ def write_leaderboard(output_dir: str) -> str:
     """Write leaderboard.md, leaderboard.csv, accuracy_by_length.csv and plots/ from the cells; return the .md path."""
     cells = load_cells(output_dir)
     if not cells:
-        raise ValueError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen-leaderboard there first.")
+        raise UsageError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen leaderboard there first.")
     summary = summarize(cells)
     with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
         writer = csv.writer(f)

@@ -1,7 +1,6 @@
 """Reliability diagram (DeGroot and Fienberg 1983; Guo et al., ICML 2017, Figure 1): per equal-width bin of the
 top-label confidence, the accuracy of its examples against the bin's mean confidence; a calibrated model lies on the
-diagonal. Draws what the `expected_calibration_error` metric returns (`bin_accuracy`, `bin_confidence`,
-`bin_count`)."""
+diagonal. Draws what `lengthgen.data.scoring.calibration_bins` returns (accuracy, mean confidence and count per bin)."""
 
 import numpy as np
 from matplotlib.figure import Figure

@@ -84,7 +84,7 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
 def is_release_folder(folder: str) -> bool:
     """A folder `release` wrote (or one shipped in checkpoints/): model, code and a model card, no training outputs."""
     return os.path.isfile(os.path.join(folder, "README.md")) and os.path.isfile(os.path.join(folder, "config.json")) \
-        and not os.path.isfile(os.path.join(folder, RESULTS_FILE))
+        and not any(os.path.isfile(os.path.join(folder, name)) for name in (RESULTS_FILE, "training_args.bin"))
 
 
 def publish(folder: str, repo_id: str) -> str:

@@ -26,4 +26,4 @@ def upload(folder: str, repo_id: str):
 
     api = HfApi()
     api.create_repo(repo_id, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen-release")
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen release")

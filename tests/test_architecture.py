@@ -1,5 +1,6 @@
-"""The layering of docs/architecture.md, checked on the source: which package may import which, no sys.path edits,
-no script importing a script, no code in a package's __init__.py beyond imports, __all__ and registration."""
+"""The layering of docs/design.md, checked on the source: which package may import which, no sys.path edits (in the
+tests either), no script importing a script, no package starting a script of this repository as a process, no code in
+a package's __init__.py beyond imports, __all__ and registration."""
 
 import ast
 import os
@@ -7,16 +8,18 @@ import os
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# package -> the lengthgen packages it may import (docs/architecture.md); each may import itself
+# package -> the lengthgen packages it may import (docs/design.md); each may import itself
 ALLOWED = {
     "cli": set(),
     "presets": set(),
     "modeling": set(),
+    "plots": set(),
     "data": {"cli"},
-    "plots": {"modeling"},
-    "training": {"modeling", "data", "cli"},
-    "release": {"data", "cli"},
-    "leaderboard": {"modeling", "data", "training", "presets", "cli"},
+    "training": {"modeling", "data", "presets", "cli"},
+    "release": {"data", "training", "presets", "cli"},
+    "leaderboard": {"modeling", "data", "training", "presets", "plots", "cli"},
+    "reproduction": {"modeling", "data", "training", "presets", "plots", "cli"},
+    "commands": {"modeling", "data", "training", "presets", "plots", "release", "leaderboard", "reproduction", "cli"},
 }
 SCRIPT_FOLDERS = ("examples", "benchmarks")
 
@@ -69,6 +72,22 @@ def test_no_sys_path_edits_and_no_script_imports_a_script():
             wrong += [f"{os.path.relpath(path, REPO)} imports the script {module}"
                       for module, level in imports(path) if level == 0 and module.split(".")[0] in scripts]
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_test_puts_a_folder_on_sys_path():
+    """Tests import the library, and load a script from its file when they must (importlib), never via sys.path."""
+    wrong = [os.path.relpath(path, REPO) for path in python_files("tests")
+             if any(f"sys.path.{verb}(" in open(path).read() for verb in ("insert", "append"))]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_runs_no_script_of_this_repository_as_a_process(package):
+    """A package calls the library, not a script in a child process: `subprocess` only runs system programs (the
+    King James Bible reader of lengthgen.data.kjv)."""
+    users = [os.path.relpath(path, REPO) for path in python_files(package)
+             if any(module == "subprocess" for module, _ in imports(path))]
+    assert users == (["data/kjv.py"] if package == "data" else [])
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

@@ -13,7 +13,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401  (registers the models: no remote code)
-from lengthgen.data.export import load_splits, parse_param
+from lengthgen.data.export import load_splits, parse_params
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHECKPOINTS = os.path.join(REPO, "checkpoints")
@@ -61,13 +61,27 @@ def test_checkpoint_code_is_the_librarys(folder):
             assert shipped.read() == source.read(), f"{folder}/{name} differs from {library[0]}: copy it again"
 
 
+@pytest.fixture(scope="module")
+def without_lengthgen(tmp_path_factory):
+    """`lengthgen verify` of every shipped folder in one process where lengthgen cannot be imported once the splits
+    are generated: only the code in the folders runs (trust_remote_code). Its report of each folder, by folder."""
+    result = subprocess.run(
+        [sys.executable, "-m", "lengthgen.commands.main", "verify", *(os.path.join(CHECKPOINTS, f) for f in FOLDERS),
+         "--without_lengthgen"],
+        capture_output=True, text=True, cwd=tmp_path_factory.mktemp("verify"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = [json.loads(line) for line in result.stdout.strip().splitlines() if line.startswith("{")]
+    return {os.path.basename(r["folder"]): r for r in reports}
+
+
 @pytest.mark.parametrize("folder", FOLDERS)
-def test_checkpoint_scores_its_card_with_and_without_lengthgen(folder, tmp_path):
+def test_checkpoint_scores_its_card_with_and_without_lengthgen(folder, without_lengthgen):
     path = os.path.join(CHECKPOINTS, folder)
     data, results = card(folder)
     dataset, config_name = data.eval_results[0].dataset_type, data.eval_results[0].dataset_config
     split = HEADLINE_SPLIT[dataset]
-    params = dict(parse_param(p) for p in data.to_dict().get("dataset_params", []))
+    params = parse_params(data.to_dict().get("dataset_params", []))
     rows = load_splits(dataset, config_name, params)[split]
 
     # with lengthgen: the registered classes, no remote code
@@ -90,12 +104,7 @@ def test_checkpoint_scores_its_card_with_and_without_lengthgen(folder, tmp_path)
     metric = "sequence accuracy" if masked else "accuracy"
     assert correct / len(rows) == pytest.approx(results[(split, metric)], abs=5e-5)
 
-    # without lengthgen: only the code in the folder runs (trust_remote_code)
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), path, "--split", split,
-         "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    # without lengthgen: the same split, the same number
+    report = without_lengthgen[folder]
+    assert report["split"] == split and report["rows"] == len(rows) and report["agrees"]
     assert report["measured"] == pytest.approx(correct / len(rows), abs=1e-9)
-

@@ -1,15 +1,20 @@
-"""Every command-line entry point answers a mistake in one line: the argument, path or value named, exit status 2,
-no traceback (`--debug` brings it back). In-process through each command's own main, plus one run per script as a
-user runs it (`python examples/X.py ...`) to check its `__main__` goes through the same path."""
+"""Every command answers a mistake in what the user asked for in one line (the flag, path or value named, exit
+status 2, no traceback) before it loads or generates anything; any other error keeps its traceback. In-process through
+each command's main, with loading made to fail loudly, plus runs as a user makes them (`lengthgen ...`,
+`python examples/X.py ...`) to check their `__main__` goes through the same path."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+import transformers
 
-from lengthgen.cli import run_command
+import lengthgen.data.export
+from lengthgen.cli import UsageError, check_positive, run_command
+from lengthgen.commands import data, leaderboard, release, reproduce, train, verify
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,99 +28,156 @@ def script(path):
     return module
 
 
-def error_line(capsys, main, argv, prog=None):
-    """Run `main(argv)` (through run_command when `prog` is given): it must exit with status 2 and print no traceback;
-    returns the last stderr line (argparse's own errors follow a usage line; ours are the only line)."""
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    """Generating a dataset or loading a config, tokenizer or model fails the test: a mistake must be named first."""
+    def loaded(*args, **kwargs):
+        raise AssertionError("something was loaded before the mistake was named")
+
+    monkeypatch.setattr(lengthgen.data.export, "build", loaded)
+    for auto in (transformers.AutoConfig, transformers.AutoTokenizer, transformers.AutoModelForCausalLM,
+                 transformers.AutoModelForMaskedLM, transformers.AutoModelForSequenceClassification):
+        monkeypatch.setattr(auto, "from_pretrained", loaded)
+    monkeypatch.setattr(transformers.PreTrainedModel, "from_pretrained", classmethod(loaded))
+
+
+def error_line(capsys, main, argv, prog):
+    """`main(argv)` through run_command: it must exit with status 2 and print one line and no traceback; returns it."""
     with pytest.raises(SystemExit) as stop:
-        run_command(main, prog, argv) if prog else main(argv)
+        run_command(main, prog, argv)
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err and "Traceback" not in err, err
+    assert err.count("\n") == 0 or prog in ("lengthgen data", "nsp_length_generalization.py"), err  # argparse: usage + line
     return err.splitlines()[-1]
 
 
 def test_check_positive_names_the_first_flag_out_of_range():
-    from lengthgen.cli import UsageError, check_positive
-
-    check_positive({"--seeds": 1, "--threads": None, "--learning-rate": 1e-9})  # None: not given
+    check_positive({"--seeds": 1, "--threads": None, "--learning_rate": 1e-9})  # None: not given
     with pytest.raises(UsageError, match=r"^--threads must be at least 1, got 0\.$"):
-        check_positive({"--seeds": 3, "--threads": 0, "--learning-rate": -1.0})
-    with pytest.raises(UsageError, match=r"^--learning-rate must be positive, got 0\.0\.$"):
-        check_positive({"--seeds": 3, "--learning-rate": 0.0})
-    with pytest.raises(UsageError, match=r"^--num-steps must be at least 1, got -2\.$"):
-        check_positive({"--num-steps": -2})
+        check_positive({"--seeds": 3, "--threads": 0, "--learning_rate": -1.0})
+    with pytest.raises(UsageError, match=r"^--learning_rate must be positive, got 0\.0\.$"):
+        check_positive({"--seeds": 3, "--learning_rate": 0.0})
 
 
-def test_lengthgen_data(capsys, tmp_path):
-    from lengthgen.data.export import main
+def test_lengthgen_train(capsys, tmp_path, nothing_loads):
+    base = ["--output_dir", str(tmp_path / "out"), "--dataset_name", "ctl"]
+    line = error_line(capsys, train.main, [*base, "--config_name", "hub_configs/nosuch"], "lengthgen train")
+    assert line == ("lengthgen train: error: --config_name: no such file or directory: hub_configs/nosuch "
+                    "(--debug shows the traceback)")
+    line = error_line(capsys, train.main, [*base, "--model_name_or_path", "./missing-model"], "lengthgen train")
+    assert "--model_name_or_path: no such file or directory: ./missing-model" in line
+    assert "Give one of --model_name_or_path" in error_line(capsys, train.main, base, "lengthgen train")
+    model = ["--model_type", "ndr"]
+    line = error_line(capsys, train.main, [*base, *model, "--dataset_param", "train_size=abc"], "lengthgen train")
+    assert "train_size of ctl takes an integer" in line
+    line = error_line(capsys, train.main, [*base, *model, "--dataset_param", "nosuch=1"], "lengthgen train")
+    assert "no generating parameter 'nosuch'" in line and "train_size" in line
+    line = error_line(capsys, train.main, [*base, *model, "--dataset_config_name", "up"], "lengthgen train")
+    assert "Unknown config 'up' of ctl" in line and "backward" in line
+    assert "--num_steps must be at least 1, got 0" in error_line(
+        capsys, train.main, [*base, *model, "--num_steps", "0"], "lengthgen train")
+    assert "--head must be one of classification, masked_lm, answer_slots" in error_line(
+        capsys, train.main, [*base, *model, "--head", "sideways"], "lengthgen train")
+    assert "--output_dir is required" in error_line(capsys, train.main, base[2:] + model, "lengthgen train")
+    assert "no such spec file: nosuch.yaml" in error_line(capsys, train.main, ["nosuch.yaml"], "lengthgen train")
+    assert "Unknown preset 'ndr-sideways'" in error_line(capsys, train.main, ["ndr-sideways"], "lengthgen train")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: {model_type: ndr}\ndata: {dataset_name: ctl}\ntraining: {learning_rat: 1}\n")
+    line = error_line(capsys, train.main, [str(spec)], "lengthgen train")
+    assert "training has no field 'learning_rat' (did you mean 'learning_rate'?)" in line
+    assert "bf16" in error_line(capsys, train.main, [*base, *model, "--bf16"], "lengthgen train")  # transformers' own check
+    assert not (tmp_path / "out").exists()
 
-    export = ["export", "nsp_inductive", "--output-dir", str(tmp_path)]
-    line = error_line(capsys, main, [*export, "--param", "train_size=abc"])
-    assert "train_size" in line and "integer" in line and "'abc'" in line
-    line = error_line(capsys, main, [*export, "--param", "nosuchparam=1"])
-    assert "'nosuchparam'" in line and "train_size, validation_size" in line
-    line = error_line(capsys, main, [*export, "--config", "sideways"])
-    assert "'sideways'" in line and "add, copy, reverse" in line
-    assert "at least 0" in error_line(capsys, main, [*export, "--param", "train_size=-5"])
-    assert "list of 2 integers" in error_line(capsys, main, [*export, "--param", "train_difficulties=[3]"])
-    assert not os.listdir(tmp_path)  # nothing generated
+
+def test_lengthgen_reproduce(capsys, tmp_path, nothing_loads):
+    main = reproduce.main
+    assert "--threads must be at least 1, got 0" in error_line(capsys, main, ["ndr-ctl-backward", "--threads", "0"],
+                                                                "lengthgen reproduce")
+    assert "--unpack_from: no such directory" in error_line(
+        capsys, main, ["ndr-ctl-backward", "--unpack_from", str(tmp_path / "none")], "lengthgen reproduce")
+    assert "--max_train_seconds must be positive" in error_line(
+        capsys, main, ["ndr-ctl-backward", "--max_train_seconds", "-1"], "lengthgen reproduce")
+    line = error_line(capsys, main, ["ndr-ctl-sideways"], "lengthgen reproduce")
+    assert "Unknown preset 'ndr-ctl-sideways'" in line and "ndr-ctl-backward" in line
 
 
-def test_lengthgen_leaderboard(capsys, tmp_path):
-    from lengthgen.leaderboard import main
-
-    base = ["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--output-dir", str(tmp_path)]
-    assert "--max-steps must be at least 1, got -1" in error_line(capsys, main, [*base, "--max-steps", "-1"])
-    assert "--seeds must be at least 1" in error_line(capsys, main, [*base, "--seeds", "0"])
-    line = error_line(capsys, main, ["--models", "transformer-xl-9000", *base[2:]])
+def test_lengthgen_leaderboard(capsys, tmp_path, nothing_loads):
+    main = leaderboard.main
+    base = ["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path)]
+    assert "--max_steps must be at least 1, got -1" in error_line(capsys, main, [*base, "--max_steps", "-1"],
+                                                                  "lengthgen leaderboard")
+    assert "--seeds must be at least 1" in error_line(capsys, main, [*base, "--seeds", "0"], "lengthgen leaderboard")
+    line = error_line(capsys, main, ["--models", "transformer-xl-9000", *base[2:]], "lengthgen leaderboard")
     assert "Unknown model 'transformer-xl-9000'" in line and "ibert, ndr, bert" in line
-    line = error_line(capsys, main, [*base[:2], "--tasks", "ctl/sideways", *base[4:]])
+    line = error_line(capsys, main, [*base[:2], "--tasks", "ctl/sideways", *base[4:]], "lengthgen leaderboard")
     assert "Unknown task 'ctl/sideways'" in line
-    assert "BUILDER.KEY=VALUE" in error_line(capsys, main, [*base, "--param", "nope.x=1"])
-    line = error_line(capsys, main, ["--models", f"hf:{tmp_path}/missing", *base[2:]])
+    assert "--dataset_param nope" in error_line(capsys, main, [*base, "--dataset_param", "nope=1"], "lengthgen leaderboard")
+    line = error_line(capsys, main, ["--models", f"hf:{tmp_path}/missing", *base[2:]], "lengthgen leaderboard")
     assert "no such file or directory" in line and "missing" in line
+    line = error_line(capsys, main, ["--leaderboard_only", "--output_dir", str(tmp_path)], "lengthgen leaderboard")
+    assert f"No cell results in {tmp_path / 'cells'}" in line
     assert not os.path.exists(tmp_path / "cells")
 
 
-def test_lengthgen_release(capsys, tmp_path):
-    from lengthgen.release import main
+def test_lengthgen_data(capsys, tmp_path):
+    main = data.main
+    export = ["export", "nsp_inductive", "--output_dir", str(tmp_path)]
+    line = error_line(capsys, main, [*export, "--dataset_param", "train_size=abc"], "lengthgen data")
+    assert "train_size" in line and "integer" in line and "'abc'" in line
+    line = error_line(capsys, main, [*export, "--dataset_param", "nosuchparam=1"], "lengthgen data")
+    assert "'nosuchparam'" in line and "train_size, validation_size" in line
+    line = error_line(capsys, main, [*export, "--dataset_config_name", "sideways"], "lengthgen data")
+    assert "'sideways'" in line and "add, copy, reverse" in line
+    assert "at least 0" in error_line(capsys, main, [*export, "--dataset_param", "train_size=-5"], "lengthgen data")
+    assert "list of 2 integers" in error_line(capsys, main, [*export, "--dataset_param", "train_difficulties=[3]"],
+                                              "lengthgen data")
+    assert not os.listdir(tmp_path)  # nothing generated
 
-    assert "is not a directory" in error_line(capsys, main, [str(tmp_path / "nosuch"), "--repo-id", "me/x"])
+
+def test_lengthgen_release_and_verify(capsys, tmp_path):
+    main = release.main
+    assert "is not a directory" in error_line(capsys, main, [str(tmp_path / "nosuch"), "--repo_id", "me/x"],
+                                              "lengthgen release")
     assert "ORG/NAME" in error_line(capsys, main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"),
-                                                   "--repo-id", "noslash", "--push"])
-    line = error_line(capsys, main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--repo-id", "me/x"])
+                                                   "--repo_id", "noslash", "--push"], "lengthgen release")
+    line = error_line(capsys, main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--repo_id", "me/x"],
+                      "lengthgen release")
     assert "already a release folder" in line and "--push" in line
-    assert "holds no trained model" in error_line(capsys, main, [str(tmp_path), "--repo-id", "me/x"])
+    assert "holds no trained model" in error_line(capsys, main, [str(tmp_path), "--repo_id", "me/x"], "lengthgen release")
+    assert "holds no model card" in error_line(capsys, verify.main, [str(tmp_path)], "lengthgen verify")
+    assert "--rows: no such file" in error_line(
+        capsys, verify.main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--rows", "no.jsonl"],
+        "lengthgen verify")
+    assert "has no results on split 'sideways'" in error_line(
+        capsys, verify.main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--split", "sideways"],
+        "lengthgen verify")
 
 
-def test_run_mlm(capsys, tmp_path):
-    main = script("examples/run_mlm.py").main
-    base = ["--output_dir", str(tmp_path / "out"), "--do_train", "--dataset_name", "nsp_inductive"]
-    line = error_line(capsys, main, [*base, "--config_name", "hub_configs/nosuch"], "run_mlm.py")
-    assert line == "run_mlm.py: error: --config_name: no such file or directory: hub_configs/nosuch (--debug shows the traceback)"
-    line = error_line(capsys, main, [*base, "--config_name", "hub_configs/ibert-nsp", "--dataset_param", "nosuch=1"],
-                      "run_mlm.py")
-    assert "no generating parameter 'nosuch'" in line
-    line = error_line(capsys, main, [*base, "--config_name", "hub_configs/ibert-nsp", "--dataset_config_name", "sideways"],
-                      "run_mlm.py")
-    assert "Unknown config 'sideways' of nsp_inductive" in line
 
+def test_lengthgen_verify_names_a_folder_whose_card_it_does_not_confirm(capsys, tmp_path):
+    """Rows whose targets are another class than the right one: the shipped NDR (test accuracy 1.0 on its card)
+    scores 0 on them, and the command names the folder and both numbers."""
+    folder = os.path.join(REPO, "checkpoints", "ndr-ctl-backward")
+    from huggingface_hub import ModelCard
 
-def test_run_classification(capsys, tmp_path):
-    main = script("examples/run_classification.py").main
-    base = ["--output_dir", str(tmp_path / "out"), "--do_train", "--dataset_name", "ctl"]
-    line = error_line(capsys, main, [*base, "--model_name_or_path", "./missing-model"], "run_classification.py")
-    assert "--model_name_or_path: no such file or directory: ./missing-model" in line
-    line = error_line(capsys, main, [*base, "--config_name", "hub_configs/ndr-ctl", "--dataset_param", "train_size=abc"],
-                      "run_classification.py")
-    assert "train_size of ctl takes an integer" in line
-    line = error_line(capsys, main, [*base, "--config_name", "hub_configs/ndr-ctl", "--dataset_config_name", "up"],
-                      "run_classification.py")
-    assert "Unknown config 'up' of ctl" in line and "backward" in line
+    from lengthgen.data.export import load_splits, parse_params
 
+    data = ModelCard.load(os.path.join(folder, "README.md")).data
+    rows = load_splits("ctl", "backward", parse_params(data.to_dict().get("dataset_params", [])))["test"].select(range(4))
+    labels = sorted(set(json.load(open(os.path.join(folder, "config.json")))["label2id"]))
+    wrong = [{"input": r["input"], "target": labels[(labels.index(r["target"]) + 1) % len(labels)]} for r in rows]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wrong))
+    line = error_line(capsys, verify.main, [folder, "--rows", str(tmp_path / "rows.jsonl"), "--split", "test"],
+                      "lengthgen verify")
+    assert "not the card's accuracy" in line and f"{folder} (measured 0.0000 on test, the card states 1.0000)" in line
 
-def test_run_clm_recurrent(capsys, tmp_path):
-    main = script("examples/run_clm_recurrent.py").main
+def test_run_clm_recurrent(capsys, tmp_path, nothing_loads):
+    from lengthgen.training.causal_lm import parse_args, train_and_evaluate
+
+    def main(argv):
+        return train_and_evaluate(*parse_args(argv))
+
     base = ["--output_dir", str(tmp_path / "out"), "--do_eval"]
     line = error_line(capsys, main, [*base, "--corpus", "enwik8"], "run_clm_recurrent.py")
     assert "--corpus must be one of pg19, wikitext103, kjv, got 'enwik8'" in line
@@ -125,10 +187,21 @@ def test_run_clm_recurrent(capsys, tmp_path):
     line = error_line(capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "./no-gpt2"],
                       "run_clm_recurrent.py")
     assert "--model_name_or_path: no such file or directory: ./no-gpt2" in line
+    # the window is checked before the model is loaded: the network is not asked about `gpt2`
+    line = error_line(capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "0"],
+                      "run_clm_recurrent.py")
+    assert line == "run_clm_recurrent.py: error: --window_size must be at least 1, got 0. (--debug shows the traceback)"
+    assert "--overlap must be smaller than --window_size 8, got 8" in error_line(
+        capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "8", "--overlap", "8"],
+        "run_clm_recurrent.py")
 
 
-def test_run_qa_recurrent(capsys, tmp_path):
-    main = script("examples/run_qa_recurrent.py").main
+def test_run_qa_recurrent(capsys, tmp_path, nothing_loads):
+    from lengthgen.training.question_answering import parse_args, train_and_evaluate
+
+    def main(argv):
+        return train_and_evaluate(*parse_args(argv))
+
     base = ["--output_dir", str(tmp_path / "out"), "--do_eval"]
     assert "--doc_stride must be in [0, --window_size 64)" in error_line(
         capsys, main, [*base, "--window_size", "64", "--doc_stride", "64"], "run_qa_recurrent.py")
@@ -138,15 +211,15 @@ def test_run_qa_recurrent(capsys, tmp_path):
         capsys, main, [*base, "--max_answer_length", "0"], "run_qa_recurrent.py")
 
 
-def test_main_job(capsys, tmp_path):
+def test_main_job(capsys, tmp_path, nothing_loads):
     main = script("examples/nsp_length_generalization.py").main
-    out = ["--output-dir", str(tmp_path)]
-    assert "--train-digits takes MIN MAX with 1 <= MIN <= MAX, got 6 2" in error_line(
-        capsys, main, [*out, "--train-digits", "6", "2"], "nsp_length_generalization.py")
+    out = ["--output_dir", str(tmp_path)]
+    assert "--train_digits takes MIN MAX with 1 <= MIN <= MAX, got 6 2" in error_line(
+        capsys, main, [*out, "--train_digits", "6", "2"], "nsp_length_generalization.py")
     assert "above the training range (MIN > 6" in error_line(
-        capsys, main, [*out, "--validation-digits", "3", "9"], "nsp_length_generalization.py")
-    assert "--train-size must be at least 1, got 0" in error_line(
-        capsys, main, [*out, "--train-size", "0"], "nsp_length_generalization.py")
+        capsys, main, [*out, "--validation_digits", "3", "9"], "nsp_length_generalization.py")
+    assert "--train_size must be at least 1, got 0" in error_line(
+        capsys, main, [*out, "--train_size", "0"], "nsp_length_generalization.py")
     assert "invalid choice: 'sideways'" in error_line(capsys, main, [*out, "--task", "sideways"],
                                                       "nsp_length_generalization.py")
     assert not os.listdir(tmp_path)
@@ -160,37 +233,50 @@ def test_plot_ndr(capsys, tmp_path):
     assert "--num_steps must be at least 1" in error_line(
         capsys, main, ["--model_name_or_path", model, "--text", "101 a", "--num_steps", "0"], "plot_ndr.py")
     assert "--text is empty" in error_line(capsys, main, ["--model_name_or_path", model, "--text", " "], "plot_ndr.py")
+    assert "--head must be in [0, 1), got 7" in error_line(
+        capsys, main, ["--model_name_or_path", model, "--text", "101 a", "--head", "7"], "plot_ndr.py")
 
 
-def test_reproduce(capsys, tmp_path):
-    main = script("benchmarks/reproduce.py").main
-    assert "--threads must be at least 1, got 0" in error_line(capsys, main, ["ndr-ctl-backward", "--threads", "0"],
-                                                                "reproduce.py")
-    assert "--unpack-from: no such directory" in error_line(
-        capsys, main, ["ndr-ctl-backward", "--unpack-from", str(tmp_path / "none")], "reproduce.py")
-    assert "--max-train-seconds must be positive" in error_line(
-        capsys, main, ["ndr-ctl-backward", "--max-train-seconds", "-1"], "reproduce.py")
-    line = error_line(capsys, main, ["ndr-ctl-sideways"], "reproduce.py")
-    assert "unknown preset(s) ['ndr-ctl-sideways']" in line and "ndr-ctl-backward" in line
-
-
-@pytest.mark.parametrize("command", [
-    ["examples/run_mlm.py", "--output_dir", "x", "--config_name", "hub_configs/nosuch"],
-    ["examples/run_classification.py", "--output_dir", "x", "--model_name_or_path", "./missing-model"],
-    ["examples/run_clm_recurrent.py", "--output_dir", "x", "--corpus", "enwik8"],
-    ["examples/run_qa_recurrent.py", "--output_dir", "x", "--max_answer_length", "0"],
-    ["examples/nsp_length_generalization.py", "--train-digits", "6", "2"],
-    ["examples/plot_ndr.py", "--model_name_or_path", "./missing-model", "--text", "1"],
-    ["benchmarks/reproduce.py", "ndr-ctl-backward", "--threads", "0"],
+@pytest.mark.parametrize("command", [  # the lengthgen command and an example script (the others end as this one does)
+    ["-m", "lengthgen.commands.main", "train", "--output_dir", "x", "--config_name", "hub_configs/nosuch",
+     "--dataset_name", "ctl"],
+    ["examples/run_clm_recurrent.py", "--output_dir", "x", "--corpus", "pg19", "--model_name_or_path", "gpt2",
+     "--window_size", "0"],
 ])
-def test_a_script_run_as_a_user_runs_it_answers_in_one_line(command, tmp_path):
-    result = subprocess.run([sys.executable, *command], cwd=REPO, capture_output=True, text=True)
+def test_a_command_run_as_a_user_runs_it_answers_in_one_line(command, tmp_path):
+    result = subprocess.run([sys.executable, *command], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0, result.stderr
-    assert result.stderr.startswith(os.path.basename(command[0]) + ": error: ")
+    prog = f"lengthgen {command[2]}" if command[0] == "-m" else os.path.basename(command[0])
+    assert result.stderr.startswith(prog + ": error: ")
 
 
-def test_debug_brings_the_traceback_back():
-    command = [sys.executable, "examples/plot_ndr.py", "--model_name_or_path", "./missing-model", "--text", "1"]
-    assert "Traceback" in subprocess.run([*command, "--debug"], cwd=REPO, capture_output=True, text=True).stderr
-    env = {**os.environ, "LENGTHGEN_DEBUG": "1"}
-    assert "Traceback" in subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env).stderr
+def test_an_error_deep_in_training_keeps_its_traceback(monkeypatch, tmp_path, capsys):
+    """A ValueError raised inside the Trainer's step is not a usage mistake: `lengthgen train` lets it through as it
+    is (the interpreter prints its traceback), down to the frame that raised it, and prints no one-line answer."""
+    def step(*args, **kwargs):
+        raise ValueError("something deep went wrong")
+
+    monkeypatch.setattr(transformers.Trainer, "training_step", step)
+    with pytest.raises(ValueError, match="something deep went wrong") as raised:
+        run_command(train.main, "lengthgen train", [
+            "--config_name", f"{REPO}/hub_configs/ndr-ctl", "--config_overrides",
+            "hidden_size=16,intermediate_size=32,num_layers=1", "--dataset_name", "ctl", "--dataset_param",
+            "train_size=100", "validation_iid_size=5", "validation_size=5", "test_size=5",
+            "--output_dir", str(tmp_path), "--max_steps", "1", "--use_cpu", "--report_to", "none"])
+    assert type(raised.value) is ValueError and raised.traceback[-1].name == "step"
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_debug_brings_the_traceback_back(monkeypatch, tmp_path):
+    """With --debug (removed before the command sees its flags) or LENGTHGEN_DEBUG=1, a usage mistake propagates as
+    the UsageError it is, so the interpreter prints its traceback."""
+    main = script("examples/plot_ndr.py").main
+    argv = ["--model_name_or_path", str(tmp_path / "missing-model"), "--text", "1"]
+    with pytest.raises(UsageError, match="no such file or directory"):
+        run_command(main, "plot_ndr.py", [*argv, "--debug"])
+    monkeypatch.setenv("LENGTHGEN_DEBUG", "1")
+    with pytest.raises(UsageError, match="no such file or directory"):
+        run_command(main, "plot_ndr.py", argv)
+
+

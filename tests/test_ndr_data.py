@@ -7,7 +7,6 @@ from lengthgen.data.export import fingerprint
 from lengthgen.data.listops import Node, apply_operation, generate_listops_splits
 from lengthgen.data.simple_arithmetic import generate_arithmetic_splits
 
-
 # pinned so that a change to the generators (or their random streams) shows up as a changed dataset
 DEFAULT_FINGERPRINTS = {
     "ctl forward": "f7fab9cfc3879b18b4d51123bf01872829e34f3d4459b54ebccaa574e5988441",

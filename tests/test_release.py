@@ -1,4 +1,5 @@
-"""lengthgen-release: a trained output directory -> a Hub-ready folder that loads and scores without lengthgen."""
+"""`lengthgen release`: a trained output folder -> a Hub-ready folder that loads and scores without lengthgen
+(`lengthgen verify`)."""
 
 import json
 import os
@@ -9,12 +10,28 @@ import sys
 import pytest
 from huggingface_hub import HfApi, ModelCard
 
-from lengthgen.data.export import build, parse_param
-from lengthgen.release import ReleaseError, main, release
+from lengthgen.cli import run_command
+from lengthgen.commands.release import main as release_command
+from lengthgen.commands.train import main as train
+from lengthgen.data.export import build, parse_params
+from lengthgen.release.folder import release
+from lengthgen.release.hub import ReleaseError
+from lengthgen.training import RESULTS_FILE, ExperimentResult
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "examples"))
-import run_classification  # noqa: E402
+VERIFY = [sys.executable, "-m", "lengthgen.commands.main", "verify"]
+
+
+def run_classification(argv) -> dict:
+    """examples/run_classification.py's main, in this process: the run's metrics."""
+    return train(argv, head="classification", program="python examples/run_classification.py",
+                 train_and_evaluate=False).metrics
+
+
+def main(argv):
+    """`lengthgen release`, a mistake answered in one line."""
+    run_command(release_command, "lengthgen release", argv)
+
 
 CTL_PARAMS = ["train_size=300", "validation_iid_size=20", "validation_size=40", "test_size=20"]
 
@@ -23,7 +40,7 @@ CTL_PARAMS = ["train_size=300", "validation_iid_size=20", "validation_size=40", 
 def trained(tmp_path_factory):
     """A tiny NDR trained for a few steps by run_classification.py, evaluated with more steps than it trained."""
     output_dir = tmp_path_factory.mktemp("run") / "ndr-tiny"
-    metrics = run_classification.main(
+    metrics = run_classification(
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
          "--config_overrides", "hidden_size=32,intermediate_size=64,num_layers=3",
          "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
@@ -59,12 +76,11 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
 
     # score the validation split again in a process where lengthgen cannot be imported
     rows = build("ctl", "backward", cache_dir=str(tmp_path / "cache"),
-                 **dict(parse_param(p) for p in CTL_PARAMS))[1]["validation"]
+                 **parse_params(CTL_PARAMS))[1]["validation"]
     rows_file = tmp_path / "validation.jsonl"
     rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--rows", str(rows_file),
-         "--split", "validation", "--without-lengthgen"],
+        [*VERIFY, folder, "--rows", str(rows_file), "--split", "validation", "--without_lengthgen"],
         capture_output=True, text=True, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -75,8 +91,7 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
     data = ModelCard.load(os.path.join(folder, "README.md")).data.to_dict()
     assert data["train_difficulties"] == [1, 5] and data["dataset_params"] == CTL_PARAMS
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--split", "test",
-         "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
+        [*VERIFY, folder, "--split", "test", "--without_lengthgen"], capture_output=True, text=True, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -84,11 +99,11 @@ def test_release_folder_loads_without_lengthgen_and_scores_its_card(trained, tmp
 
 
 def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(trained, tmp_path):
-    """run_classification.py evaluating a trained NDR with --num_steps writes a folder that releases as that model,
-    num_steps set to what its card's numbers were measured with, and both commands on the card."""
+    """Evaluating a trained NDR with --num_steps writes a folder that releases as that model, num_steps set to what its
+    card's numbers were measured with, and both commands on the card."""
     output_dir, _ = trained
     evaluated = tmp_path / "evaluated"
-    metrics = run_classification.main(
+    metrics = run_classification(
         ["--model_name_or_path", str(output_dir), "--dataset_name", "ctl", "--dataset_config_name", "backward",
          "--dataset_param", *CTL_PARAMS, "--output_dir", str(evaluated), "--do_eval", "--num_steps", "7",
          "--use_cpu", "--disable_tqdm", "true", "--report_to", "none"]
@@ -106,8 +121,7 @@ def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(
     assert "--max_steps 30" in card and "--num_steps 7" in card  # how it was trained, how it was evaluated
     assert card_results(folder)[("test", "accuracy")] == pytest.approx(metrics["eval_test_accuracy"], abs=5e-5)
     result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--split", "test",
-         "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
+        [*VERIFY, folder, "--split", "test", "--without_lengthgen"], capture_output=True, text=True, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1])["measured"] == pytest.approx(metrics["eval_test_accuracy"])
@@ -138,7 +152,7 @@ def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypa
 
 
 def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, capsys):
-    """`lengthgen-release FOLDER --push` on a release folder (as shipped in checkpoints/) uploads it byte for byte."""
+    """`lengthgen release FOLDER --push` on a release folder (as shipped in checkpoints/) uploads it byte for byte."""
     output_dir, _ = trained
     folder = release(str(output_dir), "someone/ndr-tiny", target=str(tmp_path / "released"))
     before = {name: open(os.path.join(folder, name), "rb").read() for name in os.listdir(folder)}
@@ -146,19 +160,17 @@ def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, ca
     monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: None)
     uploaded = tmp_path / "uploaded"
     monkeypatch.setattr(HfApi, "upload_folder", lambda self, repo_id, folder_path, **kw: shutil.copytree(folder_path, uploaded))
-    main([folder, "--repo-id", "someone/ndr-tiny", "--push"])
+    main([folder, "--repo_id", "someone/ndr-tiny", "--push"])
     assert capsys.readouterr().out.strip() == folder
-    # as the console script runs it: exit status 0 and the folder's path (a value returned by main would become
-    # exit status 1)
+    # as the console script runs it: exit status 0 and the folder's path
     target = tmp_path / "by-script"
-    result = subprocess.run([sys.executable, "-c", "import sys; from lengthgen.release import main; sys.exit(main())",
-                             str(output_dir), "--repo-id", "someone/ndr-tiny", "--target", str(target)],
-                            capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "lengthgen.commands.main", "release", str(output_dir), "--repo_id",
+                             "someone/ndr-tiny", "--target", str(target)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == str(target) and (target / "model.safetensors").is_file()
     assert {name: (uploaded / name).read_bytes() for name in os.listdir(uploaded)} == before
     with pytest.raises(SystemExit) as exit_info:  # without --push there is nothing to do with it
-        main([folder, "--repo-id", "someone/ndr-tiny"])
+        main([folder, "--repo_id", "someone/ndr-tiny"])
     assert exit_info.value.code == 2
     assert "is already a release folder: upload it as it is with --push" in capsys.readouterr().err
 
@@ -169,7 +181,7 @@ def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, 
     empty.mkdir()
     no_results = tmp_path / "no_results"
     shutil.copytree(output_dir, no_results)
-    os.remove(no_results / "all_results.json")
+    os.remove(no_results / RESULTS_FILE)
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "mine.txt").write_text("keep me")
@@ -180,14 +192,14 @@ def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, 
 
     cases = [
         ([str(empty)], "holds no trained model: config.json and model.safetensors missing"),
-        ([str(no_results)], "has no results: all_results.json missing"),
+        ([str(no_results)], f"has no {RESULTS_FILE}: it was not written by lengthgen's experiment runner"),
         ([str(output_dir), "--target", str(occupied)], "exists and is not empty"),
         ([str(output_dir), "--push"], "--push needs a Hugging Face token"),
     ]
     for i, (args, message) in enumerate(cases):
         target = [] if "--target" in args else ["--target", str(tmp_path / f"release{i}")]
         with pytest.raises(SystemExit) as exit_info:
-            main([*args, "--repo-id", "someone/model", *target])
+            main([*args, "--repo_id", "someone/model", *target])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
@@ -199,62 +211,63 @@ def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, 
 
 
 def test_masked_lm_release_scores_its_card_without_lengthgen(tmp_path):
-    """I-BERT through run_mlm.py: the card's sequence accuracy (whole masked number) is scored again from the folder."""
-    import run_mlm
-
+    """I-BERT as examples/run_mlm.py trains it: the card's accuracy (the whole masked number) is scored again from the
+    folder, on the validation split and on the training sample the run evaluated."""
     params = ["train_size=64", "validation_size=24", "train_difficulties=[1,3]", "validation_difficulties=[4,5]"]
     output_dir = tmp_path / "ibert-tiny"
-    metrics = run_mlm.main(
+    metrics = train(
         ["--config_name", os.path.join(REPO, "hub_configs/ibert-nsp"),
          "--config_overrides", "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64",
          "--dataset_name", "nsp_inductive", "--dataset_config_name", "copy", "--dataset_param", *params,
          "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "40", "--learning_rate", "3e-3",
          "--eval_train_samples", "32",
          "--per_device_train_batch_size", "16", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true",
-         "--report_to", "none"]
-    )
+         "--report_to", "none"], head="masked_lm", train_and_evaluate=False,
+    ).metrics
     folder = release(str(output_dir), "someone/ibert-tiny", target=str(tmp_path / "release"))
     results = card_results(folder)
-    assert results[("validation", "sequence accuracy")] == pytest.approx(metrics["eval_validation_sequence_accuracy"], abs=5e-5)
+    assert results[("validation", "accuracy")] == pytest.approx(metrics["eval_validation_accuracy"], abs=5e-5)
     assert ModelCard.load(os.path.join(folder, "README.md")).data.pipeline_tag == "fill-mask"
-    splits = build("nsp_inductive", "copy", cache_dir=str(tmp_path / "cache"), **dict(parse_param(p) for p in params))[1]
-    # the validation digits are unseen (accuracy 0 after 40 steps); the first 32 training rows are partly right
-    for split, rows in (("validation", splits["validation"]), ("train", splits["train"].select(range(32)))):
+    splits = build("nsp_inductive", "copy", cache_dir=str(tmp_path / "cache"), **parse_params(params))[1]
+    # the validation digits are unseen (accuracy 0 after 40 steps); the sample of 32 training rows is partly right
+    sample = splits["train"].shuffle(seed=0).select(range(32))
+    for split, rows in (("validation", splits["validation"]), ("train", sample)):
         rows_file = tmp_path / f"{split}.jsonl"
         rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
-        result = subprocess.run(
-            [sys.executable, os.path.join(REPO, "benchmarks", "verify_release.py"), folder, "--rows", str(rows_file),
-             "--split", split, "--without-lengthgen"], capture_output=True, text=True, cwd=tmp_path,
-        )
+        result = subprocess.run([*VERIFY, folder, "--rows", str(rows_file), "--split", split, "--without_lengthgen"],
+                                capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
         report = json.loads(result.stdout.strip().splitlines()[-1])
-        assert report["measured"] == pytest.approx(metrics[f"eval_{split}_sequence_accuracy"], abs=1e-9)
-    assert 0 < metrics["eval_train_sequence_accuracy"] < 1
+        assert report["measured"] == pytest.approx(metrics[f"eval_{split}_accuracy"], abs=1e-9)
+    assert 0 < metrics["eval_train_accuracy"] < 1
 
 
-def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(tmp_path):
-    import json
-    from types import SimpleNamespace
-
-    from lengthgen.release import records
-
+def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(trained, tmp_path):
+    """Evaluating a run's `checkpoint-N` folder: the output releases as that run's model (its spec, command and
+    training come from the run's results file), with this evaluation's command beside them."""
+    output_dir, _ = trained
     run = tmp_path / "run"
-    (run / "checkpoint-3").mkdir(parents=True)
-    (run / records.RUN_RECORD).write_text(json.dumps({"command": "python train.py", "dataset": "ctl"}))
-    output = tmp_path / "eval"
-    output.mkdir()
-    records.record_evaluation(str(output), str(run / "checkpoint-3"), "examples/run_classification.py",
-                              ["--num_steps", "14"], SimpleNamespace(num_steps=14))
-    record = json.loads((output / records.RUN_RECORD).read_text())
-    assert record["command"] == "python train.py" and record["num_steps"] == 14
-    assert record["evaluation_command"] == "python examples/run_classification.py --num_steps 14"
+    shutil.copytree(output_dir, run / "checkpoint-30")
+    shutil.copy(output_dir / RESULTS_FILE, run / RESULTS_FILE)
+    os.remove(run / "checkpoint-30" / RESULTS_FILE)
+    argv = ["--model_name_or_path", str(run / "checkpoint-30"), "--dataset_name", "ctl", "--dataset_config_name",
+            "backward", "--dataset_param", *CTL_PARAMS, "--output_dir", str(tmp_path / "eval"), "--do_eval",
+            "--num_steps", "4", "--use_cpu", "--report_to", "none"]
+    run_classification(argv)
+    record = ExperimentResult.load(str(tmp_path / "eval"))
+    trained_record = ExperimentResult.load(str(output_dir))
+    assert record.trained_by == {"spec": trained_record.spec, "command": trained_record.command,
+                                 "training": trained_record.training}
+    assert record.command.endswith("--num_steps 4 --use_cpu --report_to none") and record.training is None
+    card = open(os.path.join(release(str(tmp_path / "eval"), "someone/x", target=str(tmp_path / "r")), "README.md")).read()
+    assert trained_record.command in card and record.command in card and "Trained 30 steps" in card
 
 
 def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stopped(tmp_path):
     """The card's command is the recipe without the session's budget; it says how many steps were trained and which
     checkpoint's weights were kept, as the Trainer's own trainer_state.json records them."""
     output_dir = tmp_path / "run"
-    run_classification.main(
+    run_classification(
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
          "--config_overrides", "hidden_size=32,intermediate_size=64,num_layers=3",
          "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
@@ -265,11 +278,13 @@ def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stoppe
          "--report_to", "none"]
     )
     state = json.loads((output_dir / "trainer_state.json").read_text())
-    record = json.loads((output_dir / "lengthgen_run.json").read_text())
-    assert "--max_train_seconds" not in record["command"] and "--max_steps 100000" in record["command"]
-    assert record["max_train_seconds"] == 8 and 0 < record["trained_steps"] == state["global_step"] < 100000
-    assert record["best_step"] == int(state["best_model_checkpoint"].rsplit("-", 1)[1])
+    record = ExperimentResult.load(str(output_dir))
+    assert "--max_train_seconds" not in record.command and "--max_steps 100000" in record.command
+    assert "max_train_seconds" not in record.spec["training"] and record.spec["training"]["max_steps"] == 100000
+    assert record.training["max_train_seconds"] == 8 and 0 < record.training["steps"] == state["global_step"] < 100000
+    assert record.training["best_step"] == int(state["best_model_checkpoint"].rsplit("-", 1)[1])
     card = open(os.path.join(release(str(output_dir), "someone/ndr-budget", target=str(tmp_path / "r")),
                              "README.md")).read()
     assert f"Trained {state['global_step']:,} steps under a wall-clock budget" in card
-    assert (f"The weights are step {record['best_step']:,}'s" in card) == (record["best_step"] != state["global_step"])
+    best = record.training["best_step"]
+    assert (f"The weights are step {best:,}'s" in card) == (best != state["global_step"])

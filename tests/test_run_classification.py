@@ -145,11 +145,11 @@ def test_encode_classification_by_hand():
     rows = Dataset.from_dict({"input": ["a b", "b"], "target": ["7", "3"], "difficulty": [2, 1]})
     tokenizer = word_tokenizer(rows["input"])
     vocab = tokenizer.get_vocab()
-    encoded = encode_classification(rows, tokenizer, ["3", "7"])
+    encoded = encode_classification(rows, tokenizer, ["3", "7"], keep_columns=("difficulty",))
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     assert encoded["input_ids"] == [[cls, vocab["a"], vocab["b"], sep], [cls, vocab["b"], sep]]
     assert encoded["labels"] == [1, 0] and encoded["difficulty"] == [2, 1]
     assert "target" not in encoded.column_names
-    assert "difficulty" not in encode_classification(rows, tokenizer, ["3", "7"], keep_columns=()).column_names
+    assert "difficulty" not in encode_classification(rows, tokenizer, ["3", "7"]).column_names
     with pytest.raises(UsageError, match=r"Targets \['7'\] are not among the model's classes \['3'\]"):
         encode_classification(rows, tokenizer, ["3"])

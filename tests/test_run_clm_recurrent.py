@@ -1,10 +1,9 @@
-"""Long-document corpora (lengthgen.data.long_documents) and examples/run_clm_recurrent.py on small local files in
-PG-19's and WikiText-103's formats."""
+"""Long-document corpora (lengthgen.data.long_documents) and the recurrent LM training of examples/run_clm_recurrent.py
+(lengthgen.training.causal_lm) on small local files in PG-19's and WikiText-103's formats."""
 
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import datasets
@@ -30,10 +29,13 @@ from lengthgen.data.long_documents import (
 )
 from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.modeling import flops_per_token
+from lengthgen.training import causal_lm
 from lengthgen.training.windows import document_runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import run_clm_recurrent  # noqa: E402
+
+def run_clm_recurrent(argv) -> dict:
+    """examples/run_clm_recurrent.py's work, in this process: the metrics."""
+    return causal_lm.train_and_evaluate(*causal_lm.parse_args(argv))
 
 WORDS = "the a of king queen river town said went came , . ; and was were old new".split()
 
@@ -173,7 +175,7 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
         texts = list(articles.values())
     tiny_setup(tmp_path, texts)
     output = tmp_path / "out"
-    metrics = run_clm_recurrent.main([
+    metrics = run_clm_recurrent([
         "--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
         "--corpus", corpus, *files, "--window_size", "8", "--overlap", "2", "--insertion_layer", "1",
         "--windows_per_example", "3", "--use_recurrence", str(use_recurrence),
@@ -215,19 +217,19 @@ def test_hub_configs_hold_the_papers_settings_and_apply_to_a_gpt2_checkpoint(nam
             config.recurrence_num_hidden_layers, config.n_layer, config.n_embd) == \
         ("gpt2_recurrent", 300, 0, 2, 200, 3, 12, 768)
     assert flops_per_token(config, 300, 0) == pytest.approx(1.75e8, rel=0.01)  # Tables 1-2, overlap 0
-    recipe = config.training_hyperparameters
-    assert (recipe["epochs"], recipe["warmup_steps"], recipe["windows_per_example"], recipe["eval_every_tokens"]) == \
-        (2, 100, 20, 2_000_000)
-    if name.endswith("pg19"):
-        assert (recipe["max_train_books"], recipe["max_eval_tokens"]) == (1250, 15000)
+    assert not hasattr(config, "training_hyperparameters")  # the recipe is the script's defaults, not the config's
+    # §5's recipe as the defaults: 2 epochs, linear warm-up over 100 steps to a constant rate, K = 20 windows
+    _, data, training = causal_lm.parse_args(["--corpus", "pg19", "--output_dir", str(tmp_path / "x")])
+    assert (training.num_train_epochs, training.warmup_steps, training.lr_scheduler_type, data.windows_per_example) \
+        == (2, 100, "constant_with_warmup", 20)
     # the preset on a (tiny) GPT-2 checkpoint: GPT-2's weights kept, recurrence fields from the preset, the command
     # line wins
     torch.manual_seed(0)
     gpt2 = GPT2LMHeadModel(GPT2Config(n_positions=320, n_embd=32, n_layer=3, n_head=2, vocab_size=60))
     gpt2.save_pretrained(tmp_path / "gpt2")
-    arguments = run_clm_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "gpt2"), config_name=str(folder),
+    arguments = causal_lm.RecurrentLMArguments(model_name_or_path=str(tmp_path / "gpt2"), config_name=str(folder),
                                                  overlap=5)
-    model = run_clm_recurrent.load_model(arguments, tokenizer=None)
+    model = causal_lm.load_model(arguments, tokenizer=None)
     assert (model.config.window_size, model.config.overlap, model.config.insertion_layer,
             model.config.recurrence_hidden_size, model.config.n_embd) == (300, 5, 2, 200, 32)
     for key, value in gpt2.state_dict().items():
@@ -247,7 +249,7 @@ def test_run_clm_recurrent_wraps_any_causal_lm_checkpoint(tmp_path, monkeypatch,
     llama.save_pretrained(tmp_path / "llama")
     raw = tmp_path / "wikitext"
     output = tmp_path / "out"
-    metrics = run_clm_recurrent.main([
+    metrics = run_clm_recurrent([
         "--model_name_or_path", str(tmp_path / "llama"), "--tokenizer_name", str(tmp_path / "tokenizer"),
         "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
         "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--insertion_layer", "1",
@@ -279,7 +281,7 @@ def test_run_clm_recurrent_carries_a_hybrids_layer_states(tmp_path, monkeypatch)
         linear_value_head_dim=8, max_position_embeddings=32, layer_types=["linear_attention", "full_attention"],
     )).save_pretrained(tmp_path / "qwen3_5")
     raw = tmp_path / "wikitext"
-    metrics = run_clm_recurrent.main([
+    metrics = run_clm_recurrent([
         "--model_name_or_path", str(tmp_path / "qwen3_5"), "--tokenizer_name", str(tmp_path / "tokenizer"),
         "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
         "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--overlap", "0",
@@ -302,6 +304,6 @@ def test_run_clm_recurrent_carries_a_hybrids_layer_states(tmp_path, monkeypatch)
 @pytest.mark.parametrize("flag", ["num_memory_tokens", "carry_layer_states"])
 def test_memory_tokens_or_carried_states_on_a_gpt2_checkpoint_are_refused(tmp_path, flag):
     GPT2LMHeadModel(GPT2Config(n_positions=16, n_embd=32, n_layer=2, n_head=2)).save_pretrained(tmp_path / "gpt2")
-    arguments = run_clm_recurrent.ModelArguments(model_name_or_path=str(tmp_path / "gpt2"), **{flag: 2})
+    arguments = causal_lm.RecurrentLMArguments(model_name_or_path=str(tmp_path / "gpt2"), **{flag: 2})
     with pytest.raises(ValueError, match=f"--{flag} needs a CausalLMWithRecurrence"):
-        run_clm_recurrent.load_model(arguments, tokenizer=None)
+        causal_lm.load_model(arguments, tokenizer=None)

@@ -177,7 +177,7 @@ def test_run_mlm_on_an_exported_dataset_folder(tmp_path):
     folder = export("nsp_inductive", str(tmp_path / "data"), ["reverse"], train_size=64, validation_size=8)
     metrics = run_mlm(run_args(tmp_path / "run", task="reverse", generating=None) + ["--dataset_name", folder])
     assert "eval_validation_accuracy_d13" in metrics
-    with pytest.raises(UsageError, match="lengthgen builders only"):
+    with pytest.raises(UsageError, match="--dataset_param applies to lengthgen's builders"):
         run_mlm(run_args(tmp_path / "bad") + ["--dataset_name", folder])
 
 

@@ -1,24 +1,21 @@
-"""The example scripts' training arguments (lengthgen.training.arguments): TensorBoard unless `--report_to none`, its
-logs under the output folder even in a run that only evaluates, and the wall-clock budget in every training script."""
+"""The training arguments (lengthgen.training.arguments): TensorBoard unless `--report_to none`, its logs under the
+output folder even in a run that only evaluates, and the wall-clock budget in the recurrent LM training too."""
 
 import json
-import sys
 import types
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_run_clm_recurrent import write_wikitext
 from transformers import GPT2Config
 
+from lengthgen.commands.train import main as train
 from lengthgen.data.tokenization import word_tokenizer
-from lengthgen.training import pieces
+from lengthgen.training import causal_lm, pieces
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "examples"))
-import run_classification  # noqa: E402
-import run_clm_recurrent  # noqa: E402
-from test_run_clm_recurrent import write_wikitext  # noqa: E402
 
 
 def event_files(root: Path) -> list[Path]:
@@ -26,13 +23,15 @@ def event_files(root: Path) -> list[Path]:
 
 
 def classify(output_dir: Path, *extra):
-    """A tiny NDR on CTL: trained 2 steps, or evaluated only when `extra` has no --do_train."""
-    return run_classification.main(
-        ["--config_name", str(REPO / "hub_configs/ndr-ctl"), "--config_overrides", "hidden_size=16,intermediate_size=32",
-         "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", "train_size=200",
+    """A tiny NDR on CTL: trained 2 steps, or only evaluated when `extra` names a --model_name_or_path."""
+    model = [] if "--model_name_or_path" in extra else [
+        "--config_name", str(REPO / "hub_configs/ndr-ctl"), "--config_overrides", "hidden_size=16,intermediate_size=32",
+        "--do_train"]
+    return train(
+        [*model, "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", "train_size=200",
          "validation_iid_size=10", "validation_size=10", "test_size=10", "--output_dir", str(output_dir), "--do_eval",
          "--max_steps", "2", "--per_device_train_batch_size", "4", "--save_strategy", "no", "--use_cpu",
-         "--disable_tqdm", "true", *extra])
+         "--disable_tqdm", "true", *extra], train_and_evaluate=False)
 
 
 @pytest.mark.parametrize("do_train", [True, False])
@@ -40,7 +39,7 @@ def test_tensorboard_by_default_logs_under_the_output_dir(tmp_path, monkeypatch,
     """No --report_to: TensorBoard events under <output_dir>/runs, none in the working directory, whether the run trains
     or only evaluates (transformers alone opens ./runs for an evaluation-only run)."""
     monkeypatch.chdir(tmp_path)
-    classify(tmp_path / "out", *(["--do_train"] if do_train else ["--model_name_or_path", str(trained(tmp_path))]))
+    classify(tmp_path / "out", *([] if do_train else ["--model_name_or_path", str(trained(tmp_path))]))
     logs = event_files(tmp_path / "out")
     assert logs and all(path.parent.parent == tmp_path / "out" / "runs" for path in logs)
     assert not (tmp_path / "runs").exists()
@@ -48,13 +47,13 @@ def test_tensorboard_by_default_logs_under_the_output_dir(tmp_path, monkeypatch,
 
 def trained(tmp_path: Path) -> Path:
     model = tmp_path / "model"
-    classify(model, "--do_train", "--report_to", "none")
+    classify(model, "--report_to", "none")
     return model
 
 
 def test_report_to_none_logs_nowhere(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    classify(tmp_path / "out", "--do_train", "--report_to", "none")
+    classify(tmp_path / "out", "--report_to", "none")
     assert (tmp_path / "out" / "model.safetensors").exists()
     assert event_files(tmp_path) == []
 
@@ -68,13 +67,13 @@ def test_the_recurrent_lm_script_stops_by_its_budget_and_resumes(tmp_path, monke
     GPT2Config(n_positions=16, n_embd=16, n_layer=2, n_head=2).save_pretrained(tmp_path / "config")  # dropout 0.1
 
     def run(output, *extra):
-        return run_clm_recurrent.main([
+        return causal_lm.train_and_evaluate(*causal_lm.parse_args([
             "--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
             "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
             "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--windows_per_example", "2",
             "--insertion_layer", "1", "--output_dir", str(output), "--do_train", "--max_steps", "20",
             "--per_device_train_batch_size", "2", "--save_strategy", "no", "--report_to", "none", "--seed", "0",
-            *extra])
+            *extra]))
 
     run(tmp_path / "whole")
     ticks = iter(range(10**6))
@@ -83,8 +82,8 @@ def test_the_recurrent_lm_script_stops_by_its_budget_and_resumes(tmp_path, monke
     run(pieced, "--max_train_seconds", "10")
     assert sorted(p.name for p in pieced.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-9"]
     resumed_from = []
-    train = run_clm_recurrent.DocumentPerplexityTrainer.train
-    monkeypatch.setattr(run_clm_recurrent.DocumentPerplexityTrainer, "train", lambda self, resume_from_checkpoint=None,
+    train = causal_lm.DocumentPerplexityTrainer.train
+    monkeypatch.setattr(causal_lm.DocumentPerplexityTrainer, "train", lambda self, resume_from_checkpoint=None,
                         **kwargs: resumed_from.append(resume_from_checkpoint) or train(self, resume_from_checkpoint))
     run(pieced)
     assert resumed_from == [str(pieced / "checkpoint-9")]

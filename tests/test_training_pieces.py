@@ -1,21 +1,20 @@
 """Training in pieces: a run stopped by its wall-clock budget, moved as packed files and resumed, ends where one
-uninterrupted run ends; a thesis-size NDR checkpoint packs into files a lent machine can hand back."""
+uninterrupted run ends; a thesis-size NDR checkpoint packs into files that fit in what a machine with a size-limited
+output (at most 8 files of 16 MiB) can hand back."""
 
 import json
 import os
 import shutil
-import sys
 import types
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from lengthgen.commands.train import main as lengthgen_train
 from lengthgen.training import pieces
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "examples"))
-import run_classification  # noqa: E402
 
 CTL_PARAMS = ["train_size=200", "validation_iid_size=10", "validation_size=10", "test_size=10"]
 
@@ -23,13 +22,13 @@ CTL_PARAMS = ["train_size=200", "validation_iid_size=10", "validation_size=10", 
 def train(output_dir, max_steps=12, extra=()):
     """A tiny NDR with dropout (so the RNG state matters) on CTL, `max_steps` steps of 16, no checkpoint but the
     budget's."""
-    return run_classification.main(
+    return lengthgen_train(
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
          "--config_overrides", "hidden_size=16,intermediate_size=32,num_layers=3",
          "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
          "--output_dir", str(output_dir), "--do_train", "--max_steps", str(max_steps), "--learning_rate", "3e-3",
          "--per_device_train_batch_size", "16", "--save_strategy", "no", "--logging_steps", "1", "--use_cpu",
-         "--seed", "0", "--disable_tqdm", "true", "--report_to", "none", *extra]
+         "--seed", "0", "--disable_tqdm", "true", "--report_to", "none", "--do_eval", "false", *extra]
     )
 
 
@@ -116,12 +115,12 @@ def test_a_piece_replaces_an_older_checkpoint_of_the_run_but_not_a_newer_one(tmp
 
     run = tmp_path / "run"
     checkpoint(run, 24, "cpu session")
-    pieces.pack_checkpoint(checkpoint(tmp_path / "gpu", 30, "gpu session"), str(tmp_path / "piece-30"))
+    pieces.pack_checkpoint(checkpoint(tmp_path / "gpu", 30, "the GPU piece"), str(tmp_path / "piece-30"))
     pieces.pack_checkpoint(checkpoint(tmp_path / "old", 24, "older piece"), str(tmp_path / "piece-24"))
     assert pieces.packed_step(str(tmp_path / "piece-30")) == 30
 
     assert pieces.unpack_unless_behind(str(tmp_path / "piece-30"), str(run)) == str(run / "checkpoint-30")
-    assert (run / "checkpoint-30" / "model.safetensors").read_text() == "gpu session"
+    assert (run / "checkpoint-30" / "model.safetensors").read_text() == "the GPU piece"
     assert pieces.unpack_unless_behind(str(tmp_path / "piece-24"), str(run)) is None
     assert (run / "checkpoint-24" / "model.safetensors").read_text() == "cpu session"
     assert pieces.unpack_unless_behind(str(tmp_path / "piece-30"), str(tmp_path / "new")) == str(
@@ -153,11 +152,12 @@ def test_thesis_size_ndr_checkpoint_packs_into_at_most_8_files_of_16_mib(config,
     """One training step of the thesis-size model (hub_configs/ as it is) with AdamW, checkpointed by the Trainer:
     weights, both Adam moments, scheduler, RNG, model code and tokenizer."""
     output_dir = tmp_path / config
-    run_classification.main(
+    lengthgen_train(
         ["--config_name", os.path.join(REPO, "hub_configs", config), "--dataset_name", dataset,
          *(["--dataset_config_name", "backward"] if dataset == "ctl" else []), "--dataset_param", *params,
          "--output_dir", str(output_dir), "--do_train", "--max_steps", "1", "--per_device_train_batch_size", "2",
-         "--save_strategy", "steps", "--save_steps", "1", "--use_cpu", "--disable_tqdm", "true", "--report_to", "none"]
+         "--save_strategy", "steps", "--save_steps", "1", "--use_cpu", "--disable_tqdm", "true", "--report_to", "none",
+         "--do_eval", "false"]
     )
     checkpoint = output_dir / "checkpoint-1"
     total = sum(f.stat().st_size for f in checkpoint.iterdir())

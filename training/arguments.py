@@ -14,12 +14,13 @@ Mistakes are named here, before anything is loaded (`UsageError`: one line on th
 import os
 from dataclasses import dataclass, field
 
+from transformers import HfArgumentParser
 from transformers import TrainingArguments as HFTrainingArguments
 from transformers.integrations import TensorBoardCallback
 from transformers.integrations.integration_utils import default_logdir
 
 from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id
-from lengthgen.data.export import parse_params
+from lengthgen.data.export import BUILDERS, check_params, parse_params
 
 HEADS = ("classification", "masked_lm", "answer_slots")
 
@@ -52,9 +53,7 @@ class ModelArguments:
         if len(sources) != 1:
             raise UsageError("Give one of --model_name_or_path (fine-tune), --config_name or --model_type (train from "
                              f"scratch); got {', '.join('--' + s for s in sources) or 'none'}.")
-        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-            if getattr(self, flag):
-                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+        check_model_paths(self)
         if self.head is not None and self.head not in HEADS:
             raise UsageError(f"--head must be one of {', '.join(HEADS)}, got {self.head!r}.")
         if self.model_name_or_path and self.config_overrides:
@@ -109,7 +108,11 @@ class DataArguments:
     def __post_init__(self):
         if not self.dataset_name:
             raise UsageError("--dataset_name is required: a lengthgen builder (e.g. ctl) or a load_dataset path.")
-        self.params  # a malformed KEY=VALUE is named here  # noqa: B018
+        if self.dataset_name in BUILDERS:  # an unknown config or generating parameter is named before generating
+            check_params(self.dataset_name, self.dataset_config_name, self.params)
+        elif self.params:
+            raise UsageError(f"--dataset_param applies to lengthgen's builders ({', '.join(sorted(BUILDERS))}), not to "
+                             f"{self.dataset_name}.")
         check_positive({"--max_train_samples": self.max_train_samples, "--max_eval_samples": self.max_eval_samples,
                         "--difficulty_bucket": self.difficulty_bucket})
         if self.eval_train_samples < 0:
@@ -157,6 +160,30 @@ class DistillationArguments:
             local_path_or_hub_id(self.teacher_model_name_or_path, "--teacher_model_name_or_path")
 
 
+def check_model_paths(model_args):
+    """A mistyped local folder in `model_name_or_path`, `config_name` or `tokenizer_name` is named as missing before any
+    Hub lookup (every script's model arguments call this)."""
+    for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
+        if getattr(model_args, flag, None):
+            local_path_or_hub_id(getattr(model_args, flag), f"--{flag}")
+
+
+def parse_command_line(dataclass_types: tuple, argv: list[str]) -> tuple:
+    """The dataclasses of a command line, or of one JSON or YAML file named alone (as transformers' example scripts
+    read them)."""
+    parser = HfArgumentParser(dataclass_types)
+    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
+        return parser.parse_json_file(argv[0]) if argv[0].endswith(".json") else parser.parse_yaml_file(argv[0])
+    return parser.parse_args_into_dataclasses(args=argv)
+
+
+def time_budget(args: TrainingArguments) -> list:
+    """The Trainer callbacks of `max_train_seconds`: stop before the budget ends, with a checkpoint."""
+    from .pieces import TimeBudgetCallback
+
+    return [TimeBudgetCallback(args.max_train_seconds)] if args.max_train_seconds else []
+
+
 def log_under_output_dir(trainer):
     """Point the Trainer's TensorBoard callback (if any) at `<output_dir>/runs/...` now, as training would.
 
@@ -167,5 +194,5 @@ def log_under_output_dir(trainer):
             callback.logging_dir = os.path.join(trainer.args.output_dir, default_logdir())
 
 
-__all__ = ["DataArguments", "DistillationArguments", "HEADS", "ModelArguments", "TrainingArguments",
-           "log_under_output_dir"]
+__all__ = ["DataArguments", "DistillationArguments", "HEADS", "ModelArguments", "TrainingArguments", "check_model_paths",
+           "log_under_output_dir", "parse_command_line", "time_budget"]

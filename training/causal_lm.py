@@ -29,7 +29,17 @@ from dataclasses import dataclass, field
 
 import torch
 import transformers
-from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    Trainer,
+    set_seed,
+)
+from transformers.trainer_utils import IntervalStrategy
+
+from lengthgen.cli import UsageError, check_positive
 from lengthgen.data.long_documents import CORPORA, load_documents, tokenize_documents
 from lengthgen.modeling import (
     CausalLMWithRecurrence,
@@ -40,21 +50,10 @@ from lengthgen.modeling import (
     flops_per_token,
 )
 
-from .arguments import TrainingArguments, log_under_output_dir
+from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
-from .pieces import TimeBudgetCallback
-from .runner import upload_output_dir
+from .runner import train_and_save, upload_output_dir
 from .windows import document_runs
-from transformers import (
-    AutoConfig,
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    DataCollatorForSeq2Seq,
-    HfArgumentParser,
-    Trainer,
-    set_seed,
-)
-from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("window_size", "overlap", "insertion_layer", "recurrence_hidden_size",
@@ -96,9 +95,7 @@ class RecurrentLMArguments:
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):  # mistakes named before any model is loaded
-        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-            if getattr(self, flag):
-                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+        check_model_paths(self)
         check_positive({f"--{flag}": getattr(self, flag)
                         for flag in ("window_size", "recurrence_hidden_size", "recurrence_num_hidden_layers")})
         for flag in ("overlap", "insertion_layer", "num_memory_tokens"):
@@ -213,7 +210,7 @@ class DocumentPerplexityTrainer(Trainer):
             totals = self.accelerator.reduce(totals, reduction="sum")
         nll, tokens, words = totals.tolist()
         if tokens == 0:
-            raise ValueError("The evaluation documents hold no token to predict.")
+            raise UsageError("The evaluation documents hold no token to predict.")
         model.train(was_training)
         prefix = metric_key_prefix
         metrics = {
@@ -265,10 +262,7 @@ def load_model(model_args: RecurrentLMArguments, tokenizer) -> GPT2WithRecurrenc
 
 def parse_args(argv: list[str]):
     """(model, data, training) arguments of a command line, or of one JSON or YAML file named alone."""
-    parser = HfArgumentParser((RecurrentLMArguments, DocumentArguments, RecurrentLMTrainingArguments))
-    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        return parser.parse_yaml_file(argv[0]) if argv[0].endswith(("yaml", "yml")) else parser.parse_json_file(argv[0])
-    return parser.parse_args_into_dataclasses(args=argv)
+    return parse_command_line((RecurrentLMArguments, DocumentArguments, RecurrentLMTrainingArguments), argv)
 
 
 def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArguments,
@@ -282,10 +276,6 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
     if not training_args.should_log:
         transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
-
-    last_checkpoint = None
-    if training_args.do_train and os.path.isdir(training_args.output_dir):
-        last_checkpoint = get_last_checkpoint(training_args.output_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
     tokenizer.model_max_length = int(1e30)  # documents are read in windows, never truncated to the model's positions
@@ -342,17 +332,13 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100),
         eval_chunk_windows=data_args.eval_chunk_windows,
-        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else [],
+        callbacks=time_budget(training_args),
     )
     log_under_output_dir(trainer)
 
     all_metrics = {}
     if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
-        trainer.save_model()
-        trainer.log_metrics("train", result.metrics)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
+        result = train_and_save(trainer, log=True)
         all_metrics.update(result.metrics)
 
     evaluations = [("eval", validation)] * training_args.do_eval + [("test", test)] * training_args.do_predict

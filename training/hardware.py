@@ -2,10 +2,9 @@
 
 `auto_precision()` is the default where nothing was measured: bf16 autocast where the device multiplies bf16 natively
 (a CUDA GPU with bf16; a CPU with AVX-512 BF16 or AMX, oneDNN's check), fp32 elsewhere. On a CPU without native bf16,
-autocast makes training 6-11x slower (docs/cpu_precision.json); with it, it depends on the model's size: on a Xeon with
-AVX-512 BF16, I-BERT (128 wide) steps 0.88x fp32's time, the 64-wide NDRs 1.2-2.6x
-(docs/cpu_precision_xeon_avx512bf16.json), so reproduce.py's presets name their CPU precision.
-`hardware()` is recorded beside every result.
+autocast is much slower than fp32; with it, whether bf16 is faster depends on the model's size, so the reproduction
+presets name their CPU precision (the measurements: docs/results/speed.md). `hardware()` is recorded beside every
+result.
 """
 
 import os

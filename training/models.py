@@ -104,7 +104,7 @@ def load_classifier(model_args: ModelArguments, tokenizer, labels):
     return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
-def encode_classification(dataset, tokenizer, labels, keep_columns=("difficulty",)):
+def encode_classification(dataset, tokenizer, labels, keep_columns=()):
     """`dataset` (rows of `input` and `target`) as model inputs: the tokens of `input`, and the index of `target` among
     `labels` as `labels`; the other columns are dropped but for `keep_columns`. A target that is not among `labels` is
     an error that names it."""
@@ -157,7 +157,7 @@ def load_masked_lm(model_args: ModelArguments, tokenizer):
     return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
-def encode_masked(dataset, tokenizer, keep_columns=("difficulty",)):
+def encode_masked(dataset, tokenizer, keep_columns=()):
     """input_ids / attention_mask of `input`, and labels: the target's token where the input has the mask token, -100
     (ignored) elsewhere. Inputs and targets are space-separated tokens of equal count, so with a word-level tokenizer
     they align one to one."""
@@ -184,10 +184,10 @@ def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[st
     tokens, target = input_text.split(), target_text.split()
     if MASK in tokens:  # the input marks its own answer slots; the target restores the whole sequence
         if len(target) != len(tokens):
-            raise ValueError(f"Masked input of {len(tokens)} tokens but target of {len(target)}: {input_text!r}")
+            raise UsageError(f"Masked input of {len(tokens)} tokens but target of {len(target)}: {input_text!r}")
         return tokens, [t if i == MASK else None for i, t in zip(tokens, target)]
     if not target:
-        raise ValueError(f"Empty target for input {input_text!r}")
+        raise UsageError(f"Empty target for input {input_text!r}")
     return tokens + ["[SEP]"] + [MASK] * len(target), [None] * (len(tokens) + 1) + target
 
 
@@ -196,7 +196,7 @@ def answer_slots_tokenizer(splits):
     return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
 
 
-def encode_answer_slots(dataset, tokenizer, keep_columns=("difficulty",)):
+def encode_answer_slots(dataset, tokenizer, keep_columns=()):
     """input_ids (framed by [CLS] ... [SEP]) of the answer layout, labels (-100 off the answer slots)."""
 
     def encode(batch):

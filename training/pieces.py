@@ -1,7 +1,7 @@
 """Training in pieces on machines that do not outlive a piece.
 
-A run that must proceed in pieces of under ten minutes (a lent GPU machine, a preemptible job) needs two things the
-Trainer does not have:
+A run that must proceed in pieces of under ten minutes (a GPU machine held for minutes, a preemptible job) needs two
+things the Trainer does not have:
 
 * `TimeBudgetCallback`: stop cleanly before a wall-clock budget ends, with a checkpoint written at the step where it
   stops (weights, optimizer, scheduler, RNG states and the data position, which the Trainer keeps as the global step
@@ -11,7 +11,7 @@ Trainer does not have:
   checkpoint so far (`load_best_model_at_end`) travels with it, without its optimizer state: the Trainer forgets a
   best checkpoint that is not on the machine, and would end the run with its last model instead.
 
-The example scripts take the budget as `--max_train_seconds` (lengthgen.training.arguments).
+Every command takes the budget as `--max_train_seconds` (lengthgen.training.arguments).
 """
 
 import glob

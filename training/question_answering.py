@@ -21,7 +21,15 @@ import evaluate
 import torch
 import transformers
 from accelerate.utils import gather_object
-from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id
+from transformers import (
+    AutoConfig,
+    AutoModelForQuestionAnswering,
+    AutoTokenizer,
+    Trainer,
+    set_seed,
+)
+
+from lengthgen.cli import UsageError, check_positive
 from lengthgen.data.hotpotqa import (
     ANSWER_TYPES,
     HOTPOTQA_ANSWER,
@@ -34,19 +42,9 @@ from lengthgen.modeling import (
     RobertaWithRecurrenceForQuestionAnswering,
 )
 
-from .arguments import TrainingArguments, log_under_output_dir
+from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
-from .pieces import TimeBudgetCallback
-from .runner import upload_output_dir
-from transformers import (
-    AutoConfig,
-    AutoModelForQuestionAnswering,
-    AutoTokenizer,
-    HfArgumentParser,
-    Trainer,
-    set_seed,
-)
-from transformers.trainer_utils import get_last_checkpoint
+from .runner import train_and_save, upload_output_dir
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("insertion_layer", "recurrence_hidden_size", "recurrence_num_hidden_layers", "recurrence_pooling",
@@ -74,9 +72,7 @@ class RecurrentQAArguments:
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):  # mistakes named before any model is loaded
-        for flag in ("model_name_or_path", "config_name", "tokenizer_name"):
-            if getattr(self, flag):
-                local_path_or_hub_id(getattr(self, flag), f"--{flag}")
+        check_model_paths(self)
         check_positive({f"--{flag}": getattr(self, flag)
                         for flag in ("recurrence_hidden_size", "recurrence_num_hidden_layers")})
         if self.insertion_layer is not None and self.insertion_layer < 0:
@@ -204,10 +200,7 @@ def load_model(model_args: RecurrentQAArguments, tokenizer) -> RobertaWithRecurr
 
 def parse_args(argv: list[str]):
     """(model, data, training) arguments of a command line, or of one JSON or YAML file named alone."""
-    parser = HfArgumentParser((RecurrentQAArguments, HotpotQAArguments, QATrainingArguments))
-    if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
-        return parser.parse_yaml_file(argv[0]) if argv[0].endswith(("yaml", "yml")) else parser.parse_json_file(argv[0])
-    return parser.parse_args_into_dataclasses(args=argv)
+    return parse_command_line((RecurrentQAArguments, HotpotQAArguments, QATrainingArguments), argv)
 
 
 def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArguments,
@@ -222,10 +215,6 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
     if not training_args.should_log:
         transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
-
-    last_checkpoint = None
-    if training_args.do_train and os.path.isdir(training_args.output_dir):
-        last_checkpoint = get_last_checkpoint(training_args.output_dir)
 
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
     model = load_model(model_args, tokenizer)
@@ -259,17 +248,13 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
         processing_class=tokenizer,
         data_collator=partial(collate_windows, pad_token_id=tokenizer.pad_token_id),
         max_answer_length=data_args.max_answer_length,
-        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else [],
+        callbacks=time_budget(training_args),
     )
     log_under_output_dir(trainer)
 
     all_metrics = {}
     if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
-        trainer.save_model()
-        trainer.log_metrics("train", result.metrics)
-        trainer.save_metrics("train", result.metrics)
-        trainer.save_state()
+        result = train_and_save(trainer, log=True)
         all_metrics.update(result.metrics)
     if training_args.do_eval:
         metrics = trainer.evaluate()

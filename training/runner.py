@@ -41,10 +41,10 @@ from lengthgen.data.export import load_splits
 from lengthgen.data.scoring import scores_by_difficulty
 
 from . import models
-from .arguments import log_under_output_dir
+from .arguments import log_under_output_dir, time_budget
 from .distillation import distillation_loss, teacher_logits
 from .hardware import hardware
-from .pieces import TimeBudgetCallback, get_last_checkpoint_or_none
+from .pieces import get_last_checkpoint_or_none
 from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
 from .spec import ExperimentSpec
 
@@ -110,6 +110,22 @@ class Scorer:
         return metrics
 
 
+def train_and_save(trainer, save: bool = True, log: bool = False):
+    """Train (resuming from `resume_from_checkpoint`, else from the last checkpoint in the output folder) and, with
+    `save`, write the model, the training metrics and the Trainer state there; the TrainOutput. `log` also prints the
+    metrics, as transformers' example scripts do."""
+    args = trainer.args
+    output = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint
+                           or get_last_checkpoint_or_none(args.output_dir))
+    if log:
+        trainer.log_metrics("train", output.metrics)
+    if save:
+        trainer.save_model()
+        trainer.save_metrics("train", output.metrics)
+        trainer.save_state()
+    return output
+
+
 def exponential_decay_optimizer(model, args, num_train_rows: int):
     """AdamW whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
@@ -144,6 +160,9 @@ def evaluation_sets(splits, data_args) -> dict:
     return sets
 
 
+KEEP = ("difficulty",)  # the column the evaluation scores by, kept beside the model's inputs
+
+
 def prepare(head: str, spec: ExperimentSpec, splits):
     """(tokenizer, model, encode, collator) of the spec's head; `encode(dataset)` gives the model's features."""
     model_args, data_args = spec.model, spec.data
@@ -151,18 +170,18 @@ def prepare(head: str, spec: ExperimentSpec, splits):
         tokenizer, labels = models.classifier_tokenizer_and_labels(model_args, splits)
         set_seed(spec.training.seed)
         model = models.load_classifier(model_args, tokenizer, labels)
-        return tokenizer, model, lambda d: models.encode_classification(d, tokenizer, labels), \
+        return tokenizer, model, lambda d: models.encode_classification(d, tokenizer, labels, KEEP), \
             DataCollatorWithPadding(tokenizer)
     if head == "masked_lm":
         tokenizer = models.masked_lm_tokenizer(model_args, data_args.dataset_name, data_args.dataset_config_name, splits)
         set_seed(spec.training.seed)
         model = models.load_masked_lm(model_args, tokenizer)
-        return tokenizer, model, lambda d: models.encode_masked(d, tokenizer), \
+        return tokenizer, model, lambda d: models.encode_masked(d, tokenizer, KEEP), \
             DataCollatorForTokenClassification(tokenizer)
     tokenizer = models.answer_slots_tokenizer(splits)
     set_seed(spec.training.seed)
     model = models.load_answer_reader(model_args, tokenizer)
-    return tokenizer, model, lambda d: models.encode_answer_slots(d, tokenizer), \
+    return tokenizer, model, lambda d: models.encode_answer_slots(d, tokenizer, KEEP), \
         DataCollatorForTokenClassification(tokenizer)
 
 
@@ -184,9 +203,10 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     head = models.infer_head(model_args)
     if training_args.ddp_find_unused_parameters is None:
         training_args.ddp_find_unused_parameters = False  # every parameter takes part in the loss
+    if not torch.cuda.is_available():
+        training_args.dataloader_pin_memory = False  # nothing to pin memory for
     if quiet:
         quiet_logs()
-    last_checkpoint = get_last_checkpoint_or_none(training_args.output_dir) if training_args.do_train else None
 
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):
@@ -230,7 +250,7 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         preprocess_logits_for_metrics=models.answer_predictions,
         optimizers=(exponential_decay_optimizer(model, training_args, len(train_dataset))
                     if training_args.lr_decay_per_epoch and train_dataset is not None else (None, None)),
-        callbacks=[TimeBudgetCallback(training_args.max_train_seconds)] if training_args.max_train_seconds else [],
+        callbacks=time_budget(training_args),
         temperature=distill_args.distillation_temperature,
         distillation_weight=distill_args.distillation_weight,
     )
@@ -243,7 +263,7 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     metrics, training = {}, None
     if training_args.do_train:
         start = time.perf_counter()
-        train_output = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint or last_checkpoint)
+        train_output = train_and_save(trainer, save)
         seconds = time.perf_counter() - start
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
         best = trainer.state.best_model_checkpoint if training_args.load_best_model_at_end else None
@@ -252,10 +272,6 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
                     "loss_first_last": [losses[0], losses[-1]] if losses else None,
                     "max_train_seconds": training_args.max_train_seconds}
         metrics.update(train_output.metrics)
-        if save:
-            trainer.save_model()
-            trainer.save_metrics("train", train_output.metrics)
-            trainer.save_state()
 
     scores, start = {}, time.perf_counter()
     if training_args.do_eval:
@@ -329,4 +345,5 @@ def upload_output_dir(repo_id: str, output_dir: str):
                           ignore_patterns=["_*", "checkpoint-*"])
 
 
-__all__ = ["ExperimentTrainer", "Scorer", "quiet_logs", "run_experiment", "trained_by", "upload_output_dir"]
+__all__ = ["ExperimentTrainer", "Scorer", "quiet_logs", "run_experiment", "train_and_save", "trained_by",
+           "upload_output_dir"]

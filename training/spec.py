@@ -29,10 +29,11 @@ import difflib
 import enum
 from dataclasses import dataclass, field
 
+from transformers import HfArgumentParser
+
 from lengthgen.cli import UsageError
 from lengthgen.data.export import parse_params
 from lengthgen.presets import dump_yaml, load_yaml
-from transformers import HfArgumentParser
 
 from .arguments import (
     DataArguments,
@@ -47,8 +48,9 @@ SECTIONS = {"model": ModelArguments, "data": DataArguments, "training": Training
 NOT_RECIPE = ("output_dir", "max_train_seconds")
 
 
-def parser() -> HfArgumentParser:
-    return HfArgumentParser(tuple(SECTIONS.values()))
+def parser(prog: str | None = None) -> HfArgumentParser:
+    """The argument parser of every section's fields; `prog` names the command in its usage and errors."""
+    return HfArgumentParser(tuple(SECTIONS.values()), prog=prog)
 
 
 @dataclass
@@ -92,13 +94,13 @@ class ExperimentSpec:
         return cls.from_dict(sections, source)
 
     @classmethod
-    def from_args(cls, argv: list[str], base: dict | None = None) -> "ExperimentSpec":
+    def from_args(cls, argv: list[str], base: dict | None = None, prog: str | None = None) -> "ExperimentSpec":
         """A command line of section fields (`--max_steps 100 --dataset_name ctl ...`), over the sections of `base`
         when given (a spec file or preset read as a dict): the command line wins, and its `dataset_param` and
         `config_overrides` are merged into the spec's."""
         base = {name: dict(values or {}) for name, values in (base or {}).items()}
         # the flags given: argparse leaves an attribute the namespace already has alone, so a marker shows the rest
-        argparser, unset = parser(), object()
+        argparser, unset = parser(prog), object()
         dests = [action.dest for action in argparser._actions if action.dest != "help"]
         namespace, rest = argparser.parse_known_args(argv, namespace=argparse.Namespace(**{d: unset for d in dests}))
         if rest:

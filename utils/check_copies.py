@@ -38,7 +38,6 @@ import shutil
 import sys
 import tokenize
 
-
 MARKER = re.compile(r"^(?P<indent>[ \t]*)#\s*Copied from\s+lengthgen\.(?P<target>[\w.]+)(?P<rest>.*)$")
 REPLACEMENT = re.compile(r"^(?P<old>\S+)->(?P<new>\S+)(?:\s+(?P<option>all-casing))?$")
 SKIPPED_FOLDERS = {"tests", "checkpoints", "build", "dist", "node_modules", "__pycache__", "site-packages"}

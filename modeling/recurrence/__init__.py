@@ -3,8 +3,8 @@ from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
 from .configuration_roberta_recurrent import RobertaWithRecurrenceConfig
 from .modeling_causal_lm_recurrent import CausalLMWithRecurrence
 from .modeling_gpt2_recurrent import GPT2WithRecurrence
-from .recurrence_module import RecurrentCausalLMOutput, RecurrentState, check_overlap
 from .modeling_roberta_recurrent import RecurrentQuestionAnsweringOutput, RobertaWithRecurrenceForQuestionAnswering
+from .recurrence_module import RecurrentCausalLMOutput, RecurrentState, check_overlap
 
 CausalLMWithRecurrenceConfig.register_for_auto_class()
 CausalLMWithRecurrence.register_for_auto_class("AutoModelForCausalLM")

@@ -69,7 +69,7 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
         t = window_embeds.shape[1]
         positions = torch.arange(t, device=window_embeds.device)
         hidden = self.transformer.drop(window_embeds + self.transformer.wpe(positions))
-        layer_states = []
+        hidden_states = []
         for index, block in enumerate(self.transformer.h):
             extra = h_prev is not None and index == self.config.insertion_layer
             if extra:  # h_prev goes first: visible from every position, its own output dropped below
@@ -78,8 +78,8 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
             hidden = hidden[0] if isinstance(hidden, tuple) else hidden
             if extra:
                 hidden = hidden[:, 1:]
-            layer_states.append(hidden)
-        next_h_prev = self.recurrence([state[:, :stride] for state in layer_states]) if summarize else None
+            hidden_states.append(hidden)
+        next_h_prev = self.recurrence([state[:, :stride] for state in hidden_states]) if summarize else None
         return self.transformer.ln_f(hidden), next_h_prev, None
 
 

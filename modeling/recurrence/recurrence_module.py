@@ -14,7 +14,6 @@ from torch.nn import functional as F
 from transformers import initialization as init
 from transformers.utils import ModelOutput
 
-
 POOLINGS = ("layer_weighted", "last_layer")
 
 
@@ -344,22 +343,22 @@ class RecurrenceModule(nn.Module):
         layers.append(nn.Linear(width, config.hidden_size))
         self.ffn = nn.Sequential(*layers)
 
-    def pool(self, layer_states: list[torch.Tensor], mask: torch.Tensor | None = None) -> torch.Tensor:
+    def pool(self, hidden_states: list[torch.Tensor], mask: torch.Tensor | None = None) -> torch.Tensor:
         """z: `(batch, hidden)`, the mean over the positions (those where `mask` is 1, if given) of the pooled layers."""
         if self.pooling == "last_layer":
-            layer_states = layer_states[-1:]
+            hidden_states = hidden_states[-1:]
         if mask is None:
-            means = [s.mean(dim=1) for s in layer_states]
+            means = [s.mean(dim=1) for s in hidden_states]
         else:
-            weights = mask.to(layer_states[0].dtype)[..., None]
-            means = [(s * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1) for s in layer_states]
+            weights = mask.to(hidden_states[0].dtype)[..., None]
+            means = [(s * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1) for s in hidden_states]
         if self.pooling == "last_layer":
             return means[0]
         layer_weights = torch.softmax(self.layer_logits, dim=0)
         return torch.einsum("l,lbk->bk", layer_weights.to(means[0].dtype), torch.stack(means, dim=0))
 
-    def forward(self, layer_states: list[torch.Tensor], mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.ffn(self.pool(layer_states, mask))
+    def forward(self, hidden_states: list[torch.Tensor], mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.ffn(self.pool(hidden_states, mask))
 
     @torch.no_grad()
     def initialize(self, module: nn.Module):
