@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """bf16 autocast against fp32 on this CPU, per reproduction model: training-step time and loss-curve agreement.
 
-    python benchmarks/cpu_precision.py --json docs/cpu_precision.json            # all models of reproduce.py
+    python benchmarks/cpu_precision.py --json docs/cpu_precision.json            # the CTL and NSP add presets
     python benchmarks/cpu_precision.py --models ndr-ctl-backward --compile       # also torch.compile of the model
 
 For each model (a preset of `benchmarks/reproduce.py`: its hub config, overrides and task), one process builds the
 model and a fixed sequence of training batches, then
 * times training steps (forward, backward, AdamW) in fp32 and under `torch.autocast("cpu", torch.bfloat16)`, the two
   interleaved step by step (median of `--repeats`), and reports bf16 / fp32;
-* trains `--curve-steps` steps three times on the same batches: fp32 and bf16 from one initialisation, and fp32 from
+* trains `--curve_steps` steps three times on the same batches: fp32 and bf16 from one initialisation, and fp32 from
   another seed, and compares |bf16 - fp32| of the mean loss over the last quarter with the seed-to-seed difference.
 
 Whether bf16 pays depends on the CPU: with AVX-512 BF16 or AMX, oneDNN multiplies bf16 matrices natively; without,
@@ -125,9 +125,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=[n for n in PRESETS if n.endswith(("ctl-backward", "nsp-add"))],
                         choices=list(PRESETS))
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--curve-steps", type=int, default=120)
+    parser.add_argument("--curve_steps", type=int, default=120)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile of the model (fp32)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None)

@@ -6,10 +6,10 @@ backward, Adam update) on the same random batch, so a noisy shared machine slows
 of each gives sequences per second, and the ratios to BERT are printed.
 
     python benchmarks/ibert_throughput.py                         # base size (paper Table 1), lengths 64 and 256
-    python benchmarks/ibert_throughput.py --hidden-size 256 --layers 4 --heads 4 --steps 3
+    python benchmarks/ibert_throughput.py --hidden_size 256 --layers 4 --heads 4 --steps 3
     python benchmarks/ibert_throughput.py --padded      # rows of random length in [L/2, L], right-padded to L
 
-    python benchmarks/ibert_throughput.py --device cuda --bf16 --batch-size 64 --lengths 128 512 --no-xlnet
+    python benchmarks/ibert_throughput.py --device cuda --bf16 --batch_size 64 --lengths 128 512 --no_xlnet
 
 Paper (Titan V, PTB char): I-BERT 72, BERT 88, XLNet 35 sequences/s, i.e. I-BERT = 0.82x BERT.
 
@@ -150,19 +150,19 @@ def measure(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hidden-size", type=int, default=768)
+    parser.add_argument("--hidden_size", type=int, default=768)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--vocab-size", type=int, default=10_000, help="PTB word vocabulary size")
+    parser.add_argument("--vocab_size", type=int, default=10_000, help="PTB word vocabulary size")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--padded", action="store_true", help="rows of random length in [L/2, L], right-padded")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
-    parser.add_argument("--no-xlnet", action="store_true")
+    parser.add_argument("--no_xlnet", action="store_true")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     if args.threads:

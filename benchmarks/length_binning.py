@@ -27,9 +27,9 @@ from lengthgen.data.export import load_splits
 from lengthgen.reproduction.reproduce import PRESETS
 from lengthgen.training.hardware import auto_precision, hardware
 from lengthgen.training.models import (
-    infer_head,
     classifier_tokenizer_and_labels,
     encode_classification,
+    infer_head,
     load_classifier,
 )
 
@@ -92,7 +92,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["ndr-simple-arithmetic-128", "ndr-listops-128"],
                         choices=list(PRESETS))
-    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=128)
     parser.add_argument("--batches", type=int, default=MEGA_BATCH,
                         help=f"of the {MEGA_BATCH} of one mega-batch (fewer: spread evenly over the binned lengths)")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Which ListOps problems does a model get wrong? Accuracy by the operation at the root and by dependency depth.
 
-    python benchmarks/listops_errors.py outputs/reproduce/ndr-listops-128-binned-40k-decay-6k --num-steps 24
-    python benchmarks/listops_errors.py MODEL --splits train validation test --max-examples 2000
+    python benchmarks/listops_errors.py outputs/reproduce/ndr-listops-128-binned-40k-decay-6k --num_steps 24
+    python benchmarks/listops_errors.py MODEL --splits train validation test --max_examples 2000
 
 A ListOps problem's root operation decides how much of the tree its answer depends on: MIN and MAX select one
 argument, MED one or two, SM (sum modulo 10) all of them, so an SM-rooted problem of a given dependency depth holds
@@ -29,7 +29,7 @@ def root_operation(problem: str) -> str:
     """The operation at the root of a ListOps problem: `[SM [MIN 1 2 ] 3 ]` -> `SM`."""
     first = problem.split(maxsplit=1)[0]
     if not first.startswith("[") or first[1:] not in OPERATIONS:
-        raise ValueError(f"not a ListOps problem (it should open with one of {OPERATIONS}): {problem[:40]!r}")
+        raise UsageError(f"not a ListOps problem (it should open with one of {OPERATIONS}): {problem[:40]!r}")
     return first[1:]
 
 
@@ -54,14 +54,14 @@ def main(argv=None):
     parser.add_argument("model", help="a ListOps sequence classifier (a local folder or a Hub id)")
     parser.add_argument("--splits", nargs="+", default=["test"],
                         help="splits of the listops builder (default: test, depths 7-8)")
-    parser.add_argument("--num-steps", type=int, default=None, help="NDR steps (default: the model's)")
-    parser.add_argument("--max-examples", type=int, default=None, help="each split's first N problems only")
-    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--num_steps", type=int, default=None, help="NDR steps (default: the model's)")
+    parser.add_argument("--max_examples", type=int, default=None, help="each split's first N problems only")
+    parser.add_argument("--batch_size", type=int, default=100)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
-    check_positive({"--num-steps": args.num_steps, "--max-examples": args.max_examples,
-                    "--batch-size": args.batch_size})
+    check_positive({"--num_steps": args.num_steps, "--max_examples": args.max_examples,
+                    "--batch_size": args.batch_size})
     if args.threads:
         torch.set_num_threads(args.threads)
     model_path = local_path_or_hub_id(args.model, "model")

@@ -10,14 +10,14 @@ noisy machine slows all alike). Peak memory: on CUDA `torch.cuda.max_memory_allo
 profiler's allocation events. It is also given against the size of one fp32 score tensor (batch x heads x N x N x 4
 bytes).
 
-End-to-end mode (`--end-to-end`): one NDR training step (forward + backward) at the hub configs' shapes (CTL: 16
+End-to-end mode (`--end_to_end`): one NDR training step (forward + backward) at the hub configs' shapes (CTL: 16
 tokens, ListOps: 50 tokens) for the NDR (geometric attention, fused and PyTorch) against the same model with softmax
 attention and relative or absolute positions, and evaluation (forward only) at 256 and 1024 tokens.
 
     python benchmarks/ndr_attention.py                    # N = 16, 64, 256, 1024
-    python benchmarks/ndr_attention.py --end-to-end
+    python benchmarks/ndr_attention.py --end_to_end
     python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024 4096
-    python benchmarks/ndr_attention.py --end-to-end --device cuda --dtype bfloat16 --train-batch-size 512
+    python benchmarks/ndr_attention.py --end_to_end --device cuda --dtype bfloat16 --train_batch_size 512
 
 On CUDA the fused rows are the Triton kernel; `--dtype bfloat16` runs end to end under bf16 autocast, as training with
 `--bf16` does (geometric attention itself computes in fp32 there).
@@ -242,17 +242,17 @@ def overrides(text: str) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64, 256, 1024])
-    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--head-size", type=int, default=32)
+    parser.add_argument("--head_size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--pytorch-max", type=int, default=1024, help="longest N run on the PyTorch path")
-    parser.add_argument("--end-to-end", action="store_true", help="NDR training and evaluation steps instead")
-    parser.add_argument("--eval-lengths", type=int, nargs="*", default=[256, 1024])
-    parser.add_argument("--train-batch-size", type=int, help="end to end: training batch (default: CTL 128, ListOps 32)")
-    parser.add_argument("--eval-batch-size", type=int, default=4)
-    parser.add_argument("--end-to-end-repeats", type=int, default=5)
+    parser.add_argument("--pytorch_max", type=int, default=1024, help="longest N run on the PyTorch path")
+    parser.add_argument("--end_to_end", action="store_true", help="NDR training and evaluation steps instead")
+    parser.add_argument("--eval_lengths", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--train_batch_size", type=int, help="end to end: training batch (default: CTL 128, ListOps 32)")
+    parser.add_argument("--eval_batch_size", type=int, default=4)
+    parser.add_argument("--end_to_end_repeats", type=int, default=5)
     parser.add_argument("--overrides", type=overrides, default={},
                         help="end to end: config changes for every variant, e.g. num_layers=2,hidden_size=32")
     parser.add_argument("--threads", type=int, nargs="+",

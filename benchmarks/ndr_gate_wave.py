@@ -7,7 +7,7 @@
 An ideal NDR solves a CTL problem of d applications in d + 1 steps (thesis Fig. D.2): at step k the column of the
 k-th function applied reads its argument's column, which was updated at step k - 1, and updates; at step d + 1 the
 readout column (the end token) copies the result. This script runs `--examples` random problems of `--depth`
-applications for `--num-steps` steps and, for every example and column, finds the first step at which the column's
+applications for `--num_steps` steps and, for every example and column, finds the first step at which the column's
 copy gate (the mean over its channels) reaches half of its largest value over the steps: the step at which the
 column is updated. It prints the mean of that step over the examples for the k-th applied function, k = 1 ... d,
 and for the readout column, beside the ideal k and d + 1. A model that needs more steps than trained on deeper
@@ -52,7 +52,7 @@ def gate_wave(checkpoint: str, direction: str, depth: int, examples: int, num_st
     rows = [ctl_example(symbol, functions, tables, direction, bits) for symbol, functions in problems]
     encoded = tokenizer([r["input"] for r in rows], return_tensors="pt")
     if encoded["input_ids"].shape[1] != depth + 3:
-        raise ValueError(f"{checkpoint}'s tokenizer does not give one token per symbol and function: "
+        raise UsageError(f"{checkpoint}'s tokenizer does not give one token per symbol and function: "
                          f"{encoded['input_ids'].shape[1]} tokens for {depth + 1} words and [CLS]/[SEP].")
     with torch.no_grad():
         out = model(**encoded, num_steps=num_steps, output_gates=True)
@@ -83,11 +83,11 @@ def main(argv=None):
                         help="CTL direction; default: the one named in the checkpoint's path")
     parser.add_argument("--depth", type=int, default=10, help="applications per problem (default 10: the test split)")
     parser.add_argument("--examples", type=int, default=200)
-    parser.add_argument("--num-steps", type=int, default=24, help="steps to run (more than trained, to see the wave)")
+    parser.add_argument("--num_steps", type=int, default=24, help="steps to run (more than trained, to see the wave)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
-    check_positive({"--depth": args.depth, "--examples": args.examples, "--num-steps": args.num_steps})
+    check_positive({"--depth": args.depth, "--examples": args.examples, "--num_steps": args.num_steps})
     if args.threads:
         torch.set_num_threads(args.threads)
     results = []

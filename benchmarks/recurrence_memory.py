@@ -17,7 +17,7 @@ set size from getrusage) and reports two peaks:
   the earlier windows are recomputed while all gradients are held, so the step peak rises once from 1 to 2 windows
   (by about the size of the gradients) and then stays flat.
 
-Without checkpointing the memory grows with every window, so that arm stops at `--max-plain-windows` (20 windows of
+Without checkpointing the memory grows with every window, so that arm stops at `--max_plain_windows` (20 windows of
 GPT-2 small would need about 20 GB on a CPU).
 
     python benchmarks/recurrence_memory.py --json docs/recurrence_memory_cpu.json   # 1, 2, 5, 20 windows
@@ -47,7 +47,6 @@ from lengthgen.modeling import (
 )
 from lengthgen.training.hardware import hardware
 
-
 # glibc serves large blocks from a heap that fragments as windows come and go, which inflates the peak RSS without
 # any tensor being alive; a fixed mmap threshold gives each large tensor its own mapping, returned when freed
 ENVIRONMENT = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -74,14 +73,14 @@ def parse_args(argv=None):
                         help="GPT2WithRecurrence, CausalLMWithRecurrence around a Llama, or "
                              "RobertaWithRecurrenceForQuestionAnswering")
     parser.add_argument("--windows", type=int, nargs="+", help="default: 1 2 5 20 (gpt2), 1 2 5 10 (roberta)")
-    parser.add_argument("--window-size", type=int, help="default: 300 (gpt2), 512 (roberta)")
-    parser.add_argument("--n-layer", type=int, default=12)
-    parser.add_argument("--n-embd", type=int, default=768)
-    parser.add_argument("--n-head", type=int, default=12)
-    parser.add_argument("--vocab-size", type=int, help="default: 50257 (gpt2), 32000 (llama), 50265 (roberta)")
-    parser.add_argument("--max-plain-windows", type=int, default=5, help="largest case run without checkpointing")
+    parser.add_argument("--window_size", type=int, help="default: 300 (gpt2), 512 (roberta)")
+    parser.add_argument("--n_layer", type=int, default=12)
+    parser.add_argument("--n_embd", type=int, default=768)
+    parser.add_argument("--n_head", type=int, default=12)
+    parser.add_argument("--vocab_size", type=int, help="default: 50257 (gpt2), 32000 (llama), 50265 (roberta)")
+    parser.add_argument("--max_plain_windows", type=int, default=5, help="largest case run without checkpointing")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--throughput-windows", type=int, default=5, help="windows per sequence in the speed test")
+    parser.add_argument("--throughput_windows", type=int, default=5, help="windows per sequence in the speed test")
     parser.add_argument("--repeats", type=int, default=3, help="timed training steps per model (after one warm-up)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's, all cores)")
     parser.add_argument("--json", help="also write the results here")
@@ -192,7 +191,7 @@ def peak_bytes(args, windows: int, checkpointing: bool) -> dict:
 
 def throughput(args) -> dict:
     """Training tokens per second of the recurrent model and of the plain model (GPT2LMHeadModel, the wrapped Llama
-    or RobertaForQuestionAnswering, same weights) on the same windows: one example of `--throughput-windows` windows
+    or RobertaForQuestionAnswering, same weights) on the same windows: one example of `--throughput_windows` windows
     vs. those windows as a batch of plain inputs (the ratio), and vs. the plain model reading them one after another
     as the recurrence must (the ratio to one window at a time: what the batch shape alone is worth). Steps are
     interleaved in this process, so a noisy machine slows both alike; medians are reported."""
@@ -234,7 +233,7 @@ def main(argv=None) -> dict:
         windows, checkpointing = args.case.split(",")
         print(json.dumps(peak_bytes(args, int(windows), checkpointing == "1")))
         return {}
-    forwarded = [f"--{name.replace('_', '-')}={value}" for name, value in vars(args).items()
+    forwarded = [f"--{name}={value}" for name, value in vars(args).items()
                  if name not in ("json", "case", "windows") and value is not None]
     results = {}
     for checkpointing in (False, True):

@@ -8,29 +8,29 @@ The corpus is the 1611 King James Bible from Debian's `bible-kjv` package (publi
 books, one document each, split by book (54 train, 6 validation, 6 test; about 690K / 68K / 35K words).
 
 1. `--stage pretrain`: a byte-level BPE tokenizer (4,096 tokens) from the training books, and a 4-layer, 256-wide
-   `LlamaForCausalLM` (rotary positions, SwiGLU, RMSNorm) trained from scratch on disjoint chunks of `--window-size`
+   `LlamaForCausalLM` (rotary positions, SwiGLU, RMSNorm) trained from scratch on disjoint chunks of `--window_size`
    tokens of the training books: the "pretrained model", a plain transformers checkpoint.
 2. `--stage finetune`: for every variant and seed, `examples/run_clm_recurrent.py` wraps that checkpoint with
-   `CausalLMWithRecurrence` and fine-tunes it for `--finetune-steps` on runs of `--windows-per-example` windows with
+   `CausalLMWithRecurrence` and fine-tunes it for `--finetune_steps` on runs of `--windows_per_example` windows with
    the same data order and learning rate, then evaluates the held-out books read whole, each at its own overlap.
 3. `--stage report`: the table (markdown) and plot from the runs' results.
 
-    python benchmarks/recurrence_real_text.py --stage pretrain --output-dir runs/real_text      # about 40 minutes, 1 core
-    python benchmarks/recurrence_real_text.py --stage finetune --output-dir runs/real_text --seeds 0 1
-    python benchmarks/recurrence_real_text.py --stage report --output-dir runs/real_text \\
+    python benchmarks/recurrence_real_text.py --stage pretrain --output_dir runs/real_text      # about 40 minutes, 1 core
+    python benchmarks/recurrence_real_text.py --stage finetune --output_dir runs/real_text --seeds 0 1
+    python benchmarks/recurrence_real_text.py --stage report --output_dir runs/real_text \\
         --json docs/recurrence_real_text_cpu.json --plot docs/recurrence_real_text.png
 
 Every stage resumes: a finished run is skipped, an interrupted one continues from its last checkpoint.
 
 A hybrid instead of the Llama (`--family qwen3_5`: gated DeltaNet and attention layers alternating, the same width
-and depth), pre-trained on longer chunks (`--pretrain-length 512`) so that its DeltaNet layers learn to use a long
-context; `--stage finetune` then also reads the pretrained hybrid as it is in windows of `--window-size` with its
+and depth), pre-trained on longer chunks (`--pretrain_length 512`) so that its DeltaNet layers learn to use a long
+context; `--stage finetune` then also reads the pretrained hybrid as it is in windows of `--window_size` with its
 DeltaNet states carried from window to window (`carry_layer_states`, no fine-tuning), and in windows of its
 pre-training length, disjoint and carried:
 
-    python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain-length 512 --pretrain-batch-size 8 \
-        --pretrain-steps 1000 --stage pretrain --output-dir runs/real_text_qwen3_5
-    python benchmarks/recurrence_real_text.py --family qwen3_5 --variants --stage finetune --output-dir runs/real_text_qwen3_5
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain_length 512 --pretrain_batch_size 8 \
+        --pretrain_steps 1000 --stage pretrain --output_dir runs/real_text_qwen3_5
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --variants --stage finetune --output_dir runs/real_text_qwen3_5
 """
 
 import argparse
@@ -54,9 +54,10 @@ from transformers import (
 )
 
 from lengthgen.data.long_documents import load_documents
+from lengthgen.training.causal_lm import parse_args as causal_lm_arguments
+from lengthgen.training.causal_lm import train_and_evaluate
 from lengthgen.training.hardware import hardware
 from lengthgen.training.pieces import get_last_checkpoint_or_none
-from lengthgen.training.causal_lm import parse_args as causal_lm_arguments, train_and_evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 BOS = "<|endoftext|>"
@@ -93,26 +94,26 @@ DEFAULT_VARIANTS = {"llama": ["baseline", "h_prev", "h_prev-overlap16", "memory4
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", choices=("pretrain", "finetune", "report"), required=True)
-    parser.add_argument("--output-dir", required=True, help="corpus, tokenizer, pretrained model and runs")
+    parser.add_argument("--output_dir", required=True, help="corpus, tokenizer, pretrained model and runs")
     parser.add_argument("--family", choices=("llama", "qwen3_5"), default="llama", help="the pretrained model")
-    parser.add_argument("--window-size", type=int, default=128)
-    parser.add_argument("--pretrain-length", type=int, help="tokens per pre-training chunk (default: --window-size)")
-    parser.add_argument("--vocab-size", type=int, default=4096)
-    parser.add_argument("--hidden-size", type=int, default=256)
-    parser.add_argument("--num-layers", type=int, default=4)
-    parser.add_argument("--pretrain-steps", type=int, default=1500)
-    parser.add_argument("--pretrain-batch-size", type=int, default=32)
-    parser.add_argument("--pretrain-learning-rate", type=float, default=1e-3)
+    parser.add_argument("--window_size", type=int, default=128)
+    parser.add_argument("--pretrain_length", type=int, help="tokens per pre-training chunk (default: --window_size)")
+    parser.add_argument("--vocab_size", type=int, default=4096)
+    parser.add_argument("--hidden_size", type=int, default=256)
+    parser.add_argument("--num_layers", type=int, default=4)
+    parser.add_argument("--pretrain_steps", type=int, default=1500)
+    parser.add_argument("--pretrain_batch_size", type=int, default=32)
+    parser.add_argument("--pretrain_learning_rate", type=float, default=1e-3)
     parser.add_argument("--variants", nargs="*", choices=list(VARIANTS),
                         help="the fine-tuned variants (default: " + "; ".join(
                             f"{family}: {' '.join(names)}" for family, names in DEFAULT_VARIANTS.items())
                         + "; none: only the pretrained model as it is)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--finetune-steps", type=int, default=200)
-    parser.add_argument("--finetune-batch-size", type=int, default=4)
-    parser.add_argument("--windows-per-example", type=int, default=8)
-    parser.add_argument("--finetune-learning-rate", type=float, default=2e-4)
-    parser.add_argument("--insertion-layer", type=int,
+    parser.add_argument("--finetune_steps", type=int, default=200)
+    parser.add_argument("--finetune_batch_size", type=int, default=4)
+    parser.add_argument("--windows_per_example", type=int, default=8)
+    parser.add_argument("--finetune_learning_rate", type=float, default=2e-4)
+    parser.add_argument("--insertion_layer", type=int,
                         help="l_ins (default: 2 of 4, the paper's middle, for the Llama; 1 for the hybrid, whose "
                              "h_prev must enter a softmax-attention layer: 1 or 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")

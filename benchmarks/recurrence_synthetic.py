@@ -2,7 +2,7 @@
 """Does h_prev carry information? A tiny GPT-2 (or a tiny hybrid, Qwen3.5 with gated DeltaNet layers between its
 attention layers) on a generated corpus whose later windows need a fact stated earlier.
 
-Each document draws one secret from `--num-secrets` and is cut into windows of T tokens. Every window holds, at a
+Each document draws one secret from `--num_secrets` and is cut into windows of T tokens. Every window holds, at a
 random place, the phrase `key <secret> <secret> <secret> <secret>`; the rest is filler that counts through the filler
 words (w0 w1 w2 ..., continuing across windows). The first secret token after `key` needs the previous window, which
 no window of a disjoint GPT-2 sees: it can only guess (log num_secrets nats); the recurrent model can read it from
@@ -22,14 +22,14 @@ gradient path; the counting filler keeps the benchmark within minutes.)
 
 With `--family qwen3_5` the model's odd layers are softmax attention and its even ones gated DeltaNet (linear
 attention, which reads each window afresh as the attention does); h_prev enters the last attention layer at or
-below the paper's l_ins = 2. `--carry-layer-states` adds two fine-tuned copies whose DeltaNet layers carry their
+below the paper's l_ins = 2. `--carry_layer_states` adds two fine-tuned copies whose DeltaNet layers carry their
 states from window to window (`carry_layer_states`, not in the paper): without h_prev and with it.
 
-    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry-layer-states --finetune-seeds 3 \
-        --output-dir outputs/synthetic-carried --json docs/recurrence_synthetic_qwen3_5_carried_cpu.json
+    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry_layer_states --finetune_seeds 3 \
+        --output_dir outputs/synthetic-carried --json docs/recurrence_synthetic_qwen3_5_carried_cpu.json
 
-`--finetune-seeds N` fine-tunes every copy N times (seeds --seed .. --seed + N - 1, same corpus and pre-trained
-model) and reports the mean (each seed's figures under `per_seed`). With `--output-dir`, a run that already finished
+`--finetune_seeds N` fine-tunes every copy N times (seeds --seed .. --seed + N - 1, same corpus and pre-trained
+model) and reports the mean (each seed's figures under `per_seed`). With `--output_dir`, a run that already finished
 there (its `all_results.json` written) is read instead of run again, so an interrupted benchmark goes on where it
 stopped.
 """
@@ -48,9 +48,9 @@ from transformers import AutoModelForCausalLM, GPT2Config, Qwen3_5TextConfig
 from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.modeling.recurrence.flops import meta_model
 from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import softmax_attention_layers
+from lengthgen.training.causal_lm import parse_args as causal_lm_arguments
+from lengthgen.training.causal_lm import train_and_evaluate
 from lengthgen.training.hardware import hardware
-from lengthgen.training.causal_lm import parse_args as causal_lm_arguments, train_and_evaluate
-
 
 KEY = "key"
 # the model pre-trained from scratch, by family: the paper's GPT-2, or a hybrid (linear attention, then attention)
@@ -65,7 +65,7 @@ FAMILIES = {
 }
 
 
-# the fine-tuned copies: name -> run_clm_recurrent.py flags (the carried ones with --carry-layer-states)
+# the fine-tuned copies: name -> run_clm_recurrent.py flags (the carried ones with --carry_layer_states)
 VARIANTS = {
     "disjoint": ["--use_recurrence", "False"],
     "recurrent": ["--use_recurrence", "True"],
@@ -85,33 +85,33 @@ def insertion_layer(config) -> int:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--window-size", type=int, default=32)
+    parser.add_argument("--window_size", type=int, default=32)
     parser.add_argument("--overlap", type=int, default=0)
-    parser.add_argument("--windows-per-document", type=int, default=8)
-    parser.add_argument("--windows-per-example", type=int, default=4)
-    parser.add_argument("--num-secrets", type=int, default=16)
-    parser.add_argument("--num-filler-words", type=int, default=32)
-    parser.add_argument("--secret-repeats", type=int, default=4, help="secret tokens after each `key`")
-    parser.add_argument("--train-documents", type=int, default=2000)
-    parser.add_argument("--eval-documents", type=int, default=200)
+    parser.add_argument("--windows_per_document", type=int, default=8)
+    parser.add_argument("--windows_per_example", type=int, default=4)
+    parser.add_argument("--num_secrets", type=int, default=16)
+    parser.add_argument("--num_filler_words", type=int, default=32)
+    parser.add_argument("--secret_repeats", type=int, default=4, help="secret tokens after each `key`")
+    parser.add_argument("--train_documents", type=int, default=2000)
+    parser.add_argument("--eval_documents", type=int, default=200)
     parser.add_argument("--family", choices=sorted(FAMILIES), default="gpt2", help="the model (default: gpt2)")
-    parser.add_argument("--carry-layer-states", action="store_true",
+    parser.add_argument("--carry_layer_states", action="store_true",
                         help="also fine-tune copies whose recurrent layers carry their states (a hybrid family)")
-    parser.add_argument("--n-layer", type=int, default=4)
-    parser.add_argument("--n-embd", type=int, default=64)
-    parser.add_argument("--pretrain-steps", type=int, default=400)
-    parser.add_argument("--finetune-steps", type=int, default=800)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--n_layer", type=int, default=4)
+    parser.add_argument("--n_embd", type=int, default=64)
+    parser.add_argument("--pretrain_steps", type=int, default=400)
+    parser.add_argument("--finetune_steps", type=int, default=800)
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--learning_rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--finetune-seeds", type=int, default=1, help="fine-tune every copy this many times")
-    parser.add_argument("--output-dir", help="keep the models and corpus here (default: a temporary folder)")
+    parser.add_argument("--finetune_seeds", type=int, default=1, help="fine-tune every copy this many times")
+    parser.add_argument("--output_dir", help="keep the models and corpus here (default: a temporary folder)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     if args.finetune_seeds < 1:
-        parser.error(f"--finetune-seeds must be at least 1, got {args.finetune_seeds}")
+        parser.error(f"--finetune_seeds must be at least 1, got {args.finetune_seeds}")
     if args.carry_layer_states and args.family == "gpt2":
-        parser.error("--carry-layer-states needs a hybrid family (--family qwen3_5): GPT-2 has no recurrent layers")
+        parser.error("--carry_layer_states needs a hybrid family (--family qwen3_5): GPT-2 has no recurrent layers")
     return args
 
 

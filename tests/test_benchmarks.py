@@ -1,24 +1,42 @@
+import importlib.util
 import io
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-import ibert_throughput  # noqa: E402
+
+
+def benchmark(name):
+    """The module of benchmarks/NAME.py, loaded from its file (benchmarks/ is a folder of scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", os.path.join(REPO, "benchmarks", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ibert_throughput = benchmark("ibert_throughput")
+
+
+def tiny(preset, **overrides):
+    """A reproduction preset with its model made tiny by config overrides."""
+    import dataclasses
+
+    spec = preset.sections()
+    spec["model"]["config_overrides"] = {**spec["model"].get("config_overrides", {}), **overrides}
+    return dataclasses.replace(preset, spec=spec)
 
 
 @pytest.mark.parametrize("padded", [[], ["--padded"]])
 def test_throughput_harness_runs_every_model_at_every_length(padded):
     """The harness itself (no timing assertion): every model trains at every length and ratios are to BERT."""
     results = ibert_throughput.main(
-        ["--hidden-size", "32", "--layers", "1", "--heads", "2", "--vocab-size", "50", "--lengths", "8", "12",
-         "--batch-size", "2", "--steps", "1", "--warmup", "0", *padded]
+        ["--hidden_size", "32", "--layers", "1", "--heads", "2", "--vocab_size", "50", "--lengths", "8", "12",
+         "--batch_size", "2", "--steps", "1", "--warmup", "0", *padded]
     )
     assert sorted(results) == [8, 12]
     for r in results.values():
@@ -53,9 +71,9 @@ def test_step_flops_counts_a_linear_layer_and_an_lstm_by_hand():
 
 
 def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
-    import ndr_attention
+    ndr_attention = benchmark("ndr_attention")
 
-    both = ndr_attention.main(["--lengths", "8", "16", "--batch-size", "1", "--heads", "2", "--head-size", "8",
+    both = ndr_attention.main(["--lengths", "8", "16", "--batch_size", "1", "--heads", "2", "--head_size", "8",
                                "--repeats", "1", "--warmup", "0", "--threads", "1", "2"])
     results = both["by_threads"][2]
     assert sorted(both["by_threads"]) == [1, 2] and sorted(results) == [8, 16]
@@ -71,10 +89,10 @@ def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
 
 
 def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
-    import ndr_attention
+    ndr_attention = benchmark("ndr_attention")
 
-    results = ndr_attention.main(["--end-to-end", "--overrides", "num_layers=2,hidden_size=16,intermediate_size=32",
-                                  "--eval-lengths", "40", "--eval-batch-size", "1", "--end-to-end-repeats", "1",
+    results = ndr_attention.main(["--end_to_end", "--overrides", "num_layers=2,hidden_size=16,intermediate_size=32",
+                                  "--eval_lengths", "40", "--eval_batch_size", "1", "--end_to_end_repeats", "1",
                                   "--threads", "1"])["by_threads"][1]
     assert sorted(results) == sorted(
         ["ctl train N=16 batch=128", "ctl eval N=40 batch=1", "listops train N=50 batch=32", "listops eval N=40 batch=1"]
@@ -83,21 +101,21 @@ def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
         assert set(r["seconds"]) == set(ndr_attention.VARIANTS)
         assert r["ratio_to_softmax_relative"]["softmax + relative"] == 1.0
     with pytest.raises(ValueError, match="no field"):
-        ndr_attention.main(["--end-to-end", "--overrides", "num_layer=2"])
+        ndr_attention.main(["--end_to_end", "--overrides", "num_layer=2"])
 
 
 def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(monkeypatch):
     """The harness itself on tiny versions of two presets (no timing assertion)."""
-    import cpu_precision
+    cpu_precision = benchmark("cpu_precision")
 
-    tiny = {
-        "ndr-ctl-backward": {**cpu_precision.PRESETS["ndr-ctl-backward"],
-                             "overrides": "hidden_size=16,intermediate_size=32,num_layers=2"},
-        "ibert-nsp-add": {**cpu_precision.PRESETS["ibert-nsp-add"],
-                          "overrides": "hidden_size=16,num_hidden_layers=1,num_attention_heads=2,intermediate_size=32"},
+    presets = {
+        "ndr-ctl-backward": tiny(cpu_precision.PRESETS["ndr-ctl-backward"], hidden_size=16, intermediate_size=32,
+                                 num_layers=2),
+        "ibert-nsp-add": tiny(cpu_precision.PRESETS["ibert-nsp-add"], hidden_size=16, num_hidden_layers=1,
+                              num_attention_heads=2, intermediate_size=32),
     }
-    monkeypatch.setattr(cpu_precision, "PRESETS", tiny)
-    results = cpu_precision.main(["--models", *tiny, "--batch-size", "4", "--repeats", "1", "--curve-steps", "4"])
+    monkeypatch.setattr(cpu_precision, "PRESETS", presets)
+    results = cpu_precision.main(["--models", *presets, "--batch_size", "4", "--repeats", "1", "--curve_steps", "4"])
     for r in results["models"]:
         seconds = r["seconds_per_step"]
         assert set(seconds) == {"fp32", "bf16"} and r["bf16_over_fp32"] == seconds["bf16"] / seconds["fp32"]
@@ -107,19 +125,20 @@ def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(mo
     assert results["hardware"]["native_bf16"] in (True, False)
 
 
-@pytest.mark.parametrize("model, plain", [("gpt2", "plain GPT-2"), ("roberta", "plain RoBERTa")])
-def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, model, plain):
+@pytest.mark.parametrize("model, plain, windows, cases", [  # one case fewer for the second family
+    ("gpt2", "plain GPT-2", ["1", "3"], ["1,0", "1,1", "3,1"]), ("roberta", "plain RoBERTa", ["1"], ["1,0", "1,1"])])
+def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, model, plain, windows, cases):
     import json
 
-    import recurrence_memory
+    recurrence_memory = benchmark("recurrence_memory")
 
     output = tmp_path / "memory.json"
     results = recurrence_memory.main(
-        ["--model", model, "--windows", "1", "3", "--window-size", "16", "--n-layer", "3", "--n-embd", "32",
-         "--n-head", "2", "--vocab-size", "100", "--max-plain-windows", "1", "--throughput-windows", "2",
+        ["--model", model, "--windows", *windows, "--window_size", "16", "--n_layer", "3", "--n_embd", "32",
+         "--n_head", "2", "--vocab_size", "100", "--max_plain_windows", "1", "--throughput_windows", "2",
          "--repeats", "1", "--json", str(output)]
     )
-    assert sorted(results["peak_bytes"]) == ["1,0", "1,1", "3,1"]  # no plain run past --max-plain-windows
+    assert sorted(results["peak_bytes"]) == cases  # no plain run past --max_plain_windows
     assert all(set(v) == {"step", "training"} for v in results["peak_bytes"].values())
     # the whole training footprint holds the step and more (a tiny model may not raise the peak RSS at all)
     assert all(v["training"] >= v["step"] >= 0 for v in results["peak_bytes"].values())
@@ -132,13 +151,13 @@ def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, mode
 def test_recurrence_memory_llama_case_wraps_the_plain_llama_it_compares_with():
     """The rotary family's case (its memory cases run in subprocesses like the others'): the recurrent model wraps the
     very Llama the throughput compares with, and the three arms run."""
-    import recurrence_memory
+    recurrence_memory = benchmark("recurrence_memory")
     from transformers import LlamaForCausalLM
 
     from lengthgen.modeling import CausalLMWithRecurrence
 
-    args = recurrence_memory.parse_args(["--model", "llama", "--window-size", "16", "--n-layer", "3", "--n-embd", "32",
-                                         "--n-head", "2", "--vocab-size", "100", "--throughput-windows", "2",
+    args = recurrence_memory.parse_args(["--model", "llama", "--window_size", "16", "--n_layer", "3", "--n_embd", "32",
+                                         "--n_head", "2", "--vocab_size", "100", "--throughput_windows", "2",
                                          "--repeats", "1"])
     recurrent = recurrence_memory.build(args)
     assert isinstance(recurrent, CausalLMWithRecurrence) and recurrent.config.insertion_layer == 2
@@ -153,14 +172,14 @@ def test_recurrence_memory_llama_case_wraps_the_plain_llama_it_compares_with():
 def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_path, family, insertion_layer):
     import json
 
-    import recurrence_synthetic
+    recurrence_synthetic = benchmark("recurrence_synthetic")
     from transformers import AutoConfig
 
     output = tmp_path / "synthetic.json"
     results = recurrence_synthetic.main(
-        ["--train-documents", "24", "--eval-documents", "4", "--windows-per-document", "3", "--window-size", "16",
-         "--windows-per-example", "2", "--n-layer", "3", "--n-embd", "32", "--pretrain-steps", "2",
-         "--finetune-steps", "2", "--batch-size", "4", "--output-dir", str(tmp_path / "run"), "--json", str(output),
+        ["--train_documents", "24", "--eval_documents", "4", "--windows_per_document", "3", "--window_size", "16",
+         "--windows_per_example", "2", "--n_layer", "3", "--n_embd", "32", "--pretrain_steps", "2",
+         "--finetune_steps", "2", "--batch_size", "4", "--output_dir", str(tmp_path / "run"), "--json", str(output),
          "--family", family]
     )
     for name in ("disjoint", "recurrent"):
@@ -176,13 +195,16 @@ def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_
     assert len({document[i + 1] for i, word in enumerate(document) if word == "key"}) == 1
 
 
-def test_recurrence_synthetic_over_seeds_reads_finished_runs_when_run_again(tmp_path):
-    import recurrence_synthetic
+def test_recurrence_synthetic_over_seeds_reads_finished_runs_when_run_again(tmp_path, monkeypatch):
+    recurrence_synthetic = benchmark("recurrence_synthetic")
+    runs = []
+    train = recurrence_synthetic.train_and_evaluate
+    monkeypatch.setattr(recurrence_synthetic, "train_and_evaluate", lambda *args: runs.append(args) or train(*args))
 
-    arguments = ["--train-documents", "16", "--eval-documents", "2", "--windows-per-document", "3", "--window-size",
-                 "16", "--windows-per-example", "2", "--n-layer", "2", "--n-embd", "32", "--pretrain-steps", "1",
-                 "--finetune-steps", "1", "--batch-size", "4", "--output-dir", str(tmp_path), "--family", "qwen3_5",
-                 "--finetune-seeds", "2"]
+    arguments = ["--train_documents", "16", "--eval_documents", "2", "--windows_per_document", "3", "--window_size",
+                 "16", "--windows_per_example", "2", "--n_layer", "2", "--n_embd", "32", "--pretrain_steps", "1",
+                 "--finetune_steps", "1", "--batch_size", "4", "--output_dir", str(tmp_path), "--family", "qwen3_5",
+                 "--finetune_seeds", "2"]
     results = recurrence_synthetic.main(arguments)
     for name in ("disjoint", "recurrent"):
         seeds = results[name]["per_seed"]
@@ -190,13 +212,12 @@ def test_recurrence_synthetic_over_seeds_reads_finished_runs_when_run_again(tmp_
         mean = (seeds[0]["secret_loss_later_windows"] + seeds[1]["secret_loss_later_windows"]) / 2
         assert results[name]["secret_loss_later_windows"] == pytest.approx(mean)
         assert "secret_loss_later_windows_std" in results[name]
-    runs = (tmp_path / "runs.log").read_text().count("$ python")
-    assert runs == 1 + 2 * 2  # pre-training, then both copies per seed
+    assert len(runs) == 1 + 2 * 2  # pre-training, then both copies per seed
     assert recurrence_synthetic.main(arguments) == results  # read again, nothing run again
-    assert (tmp_path / "runs.log").read_text().count("$ python") == runs
+    assert len(runs) == 1 + 2 * 2
     assert recurrence_synthetic.VARIANTS["recurrent_carried"][-2:] == ["--carry_layer_states", "True"]
     with pytest.raises(SystemExit):
-        recurrence_synthetic.main(["--carry-layer-states"])  # GPT-2 has no recurrent layers to carry
+        recurrence_synthetic.main(["--carry_layer_states"])  # GPT-2 has no recurrent layers to carry
 
 
 @pytest.mark.slow
@@ -205,7 +226,7 @@ def test_recurrence_carries_a_fact_across_windows_that_a_disjoint_model_cannot_k
     """The README's synthetic benchmark at its defaults (about 4 minutes for GPT-2, 5 for the hybrid Qwen3.5): after
     the same fine-tuning budget, the recurrent model predicts the secret in later windows and the disjoint baseline
     stays at chance."""
-    import recurrence_synthetic
+    recurrence_synthetic = benchmark("recurrence_synthetic")
 
     results = recurrence_synthetic.main(["--family", family])
     chance = results["chance_secret_loss"]
@@ -214,38 +235,44 @@ def test_recurrence_carries_a_fact_across_windows_that_a_disjoint_model_cannot_k
     assert results["perplexity_ratio_recurrent_over_disjoint"] < 0.97
 
 
-def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_seeds(tmp_path):
-    import json
+def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_seeds(tmp_path, monkeypatch):
+    """A study preset (presets/study.yaml's format, tiny): every model and seed through the runner, then the mean and
+    sample standard deviation over seeds of each number; given again, finished runs are read, not trained again."""
     import statistics
 
-    import recurrent_bias_study
+    from lengthgen.reproduction import study
+    from lengthgen.training import ExperimentResult
+    from lengthgen.training.runner import ExperimentTrainer
 
-    arguments = ["--models", "lstm", "--seeds", "2", "--threads", "1", "--cpu",
-                 "--output-root", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
-                 "--dataset-param", "train_size=128", "validation_size=16", "test_size=32",
-                 "--training", "--max_steps 2 --per_device_train_batch_size 32 --save_strategy no"]
-    record = recurrent_bias_study.main(arguments)
-    for name in ("lstm",):
-        seeds = [json.loads((tmp_path / "runs" / "attractors" / name / f"seed{s}" / "all_results.json").read_text())
-                 for s in range(2)]
-        for key, metric, difficulty in (("eval_test_accuracy_d3", "accuracy", "3"), ("eval_test_ece", "ece", "all")):
-            values = [m[key] for m in seeds]
-            entry = record["summary"][name][metric][difficulty]
-            assert entry["mean"] == pytest.approx(statistics.fmean(values))
-            assert entry["std"] == pytest.approx(statistics.stdev(values))
-    assert record["hardware"]["threads"] == 1  # the runs', not this process's
-    assert (tmp_path / "results" / "recurrent_bias_attractors.png").is_file()
-    table = (tmp_path / "results" / "recurrent_bias_attractors.md").read_text()
+    tiny = {"tiny-study": {
+        "reference": "a test", "seeds": 2,
+        "models": {"lstm": study.STUDIES["recurrent-bias-attractors"]["models"]["lstm"]},
+        "data": {"dataset_name": "subject_verb_agreement", "dataset_config_name": "attractors",
+                 "dataset_param": {"train_size": 128, "validation_size": 16, "test_size": 32}},
+        "training": {"do_train": True, "do_eval": True, "max_steps": 2, "per_device_train_batch_size": 32,
+                     "save_strategy": "no", "report_to": "none", "use_cpu": True, "disable_tqdm": True}}}
+    monkeypatch.setattr(study, "STUDIES", tiny)
+    record = study.run_study("tiny-study", str(tmp_path / "runs"), str(tmp_path / "results"))
+    seeds = [ExperimentResult.load(str(tmp_path / "runs" / "tiny-study" / "lstm" / f"seed{s}")) for s in range(2)]
+    assert [r.spec["training"]["seed"] for r in seeds] == [0, 1]
+    for metric, difficulty in (("accuracy", "3"), ("ece", "all")):
+        values = [r.scores["test"][difficulty][metric] for r in seeds]
+        entry = record["summary"]["lstm"][metric][difficulty]
+        assert entry["mean"] == pytest.approx(statistics.fmean(values))
+        assert entry["std"] == pytest.approx(statistics.stdev(values))
+    assert record["command"] == "lengthgen reproduce tiny-study"
+    assert (tmp_path / "results" / "tiny-study.png").is_file()
+    table = (tmp_path / "results" / "tiny-study.md").read_text()
     mean, std = record["summary"]["lstm"]["accuracy"]["3"]["mean"], record["summary"]["lstm"]["accuracy"]["3"]["std"]
     assert f"| lstm | 2 | {mean:.3f} +- {std:.3f} |" in table
-    again = recurrent_bias_study.main([*arguments, "--summary-only"])  # finished runs are read, not trained again
-    assert again["summary"] == record["summary"]
+    monkeypatch.setattr(ExperimentTrainer, "train", lambda *a, **k: pytest.fail("a finished run trained again"))
+    assert study.run_study("tiny-study", str(tmp_path / "runs"), str(tmp_path / "results"))["summary"] == record["summary"]
 
 
 def test_gate_wave_reads_each_function_column_and_its_update_step():
     """benchmarks/ndr_gate_wave.py: the column of the k-th applied function is where the tokenizer puts that function's
     letter, in both presentation orders; a column's update step is the first step its gate reaches half its peak."""
-    import ndr_gate_wave
+    ndr_gate_wave = benchmark("ndr_gate_wave")
     import torch
     from transformers import AutoTokenizer
 
@@ -267,10 +294,10 @@ def test_gate_wave_reads_each_function_column_and_its_update_step():
 def test_gate_wave_runs_a_shipped_checkpoint(tmp_path):
     import json
 
-    import ndr_gate_wave
+    ndr_gate_wave = benchmark("ndr_gate_wave")
 
     checkpoint = os.path.join(REPO, "checkpoints", "ndr-ctl-forward")
-    [result] = ndr_gate_wave.main([checkpoint, "--depth", "6", "--examples", "16", "--num-steps", "14",
+    [result] = ndr_gate_wave.main([checkpoint, "--depth", "6", "--examples", "16", "--num_steps", "14",
                                    "--json", str(tmp_path / "wave.json")])
     assert result["direction"] == "forward" and result["trained_steps"] == 14
     assert result["accuracy"] >= 0.9  # 6 applications: the validation depths, 1.000 on the model's card
@@ -281,11 +308,11 @@ def test_gate_wave_runs_a_shipped_checkpoint(tmp_path):
 def test_length_binning_harness_trains_the_same_problems_in_both_orders_with_less_padding_binned(monkeypatch):
     """Over a whole mega-batch the two orderings hold the same problems; the binned batches pad no more than random
     ones (each pads to its own longest, and sorting puts like lengths together). No timing assertion."""
-    import length_binning
+    length_binning = benchmark("length_binning")
 
-    tiny = {"ndr-ctl-backward": {**length_binning.PRESETS["ndr-ctl-backward"],
-                                 "overrides": "hidden_size=16,intermediate_size=32,num_layers=2"}}
-    monkeypatch.setattr(length_binning, "PRESETS", tiny)
+    presets = {"ndr-ctl-backward": tiny(length_binning.PRESETS["ndr-ctl-backward"], hidden_size=16,
+                                        intermediate_size=32, num_layers=2)}
+    monkeypatch.setattr(length_binning, "PRESETS", presets)
     _, batches = length_binning.two_orderings("ndr-ctl-backward", 4, length_binning.MEGA_BATCH)
 
     def problems(mode):
@@ -295,7 +322,7 @@ def test_length_binning_harness_trains_the_same_problems_in_both_orders_with_les
     assert len(problems("random")) == 4 * length_binning.MEGA_BATCH and problems("random") == problems("binned")
     padded = {m: sum(b["input_ids"].numel() for b in batches[m]) for m in batches}
     assert padded["binned"] < padded["random"]
-    results = length_binning.main(["--models", "ndr-ctl-backward", "--batch-size", "4", "--batches", "5"])
+    results = length_binning.main(["--models", "ndr-ctl-backward", "--batch_size", "4", "--batches", "5"])
     r = results["models"][0]
     assert r["binned_over_random"] == pytest.approx(r["seconds_per_step"]["binned"] / r["seconds_per_step"]["random"])
     assert r["padded_over_real_tokens"]["binned"] <= r["padded_over_real_tokens"]["random"]
@@ -350,10 +377,10 @@ def test_gpu_piece_collect_replaces_the_kept_piece_and_files_the_results(tmp_pat
 
 
 FAKE_PYTHON = """#!/usr/bin/env bash
-# python3 as gpu_piece.sh calls it on the device: pip installs nothing; reproduce.py NAME-MIB ... --pack-to DIR packs a
-# checkpoint of MIB MiB into DIR and writes NAME-MIB's results JSON
-[[ "$1" == "-m" ]] && exit 0
-name=$2 pack=${!#}
+# python3 as gpu_piece.sh calls it on the GPU machine: pip installs nothing; `-m lengthgen.commands.main reproduce
+# NAME-MIB ... --pack_to DIR` packs a checkpoint of MIB MiB into DIR and writes NAME-MIB's results JSON
+[[ "$2" == "pip" ]] && exit 0
+name=$4 pack=${!#}
 mkdir -p "$pack"
 head -c $(( ${name##*-} << 20 )) /dev/zero > "$pack/checkpoint-5.tar.part00"
 echo '{"name": "'$name'"}' > "docs/results/$name.json"
@@ -436,7 +463,7 @@ def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back
     (["60", "a"], None, "$OUT"),
     (["ten", "a"], "x", "SECONDS must be a positive whole number, not 'ten'"),
     (["--collect", "no-such-folder"], None, "--collect needs the folder"),
-    (["--travel"], None, "--travel takes the device command's one to 4 presets, not 0"),
+    (["--travel"], None, "--travel takes the GPU command's one to 4 presets, not 0"),
 ])
 def test_gpu_piece_mistakes_get_one_line_and_status_2(tmp_path, argv, out, message):
     """Nothing is installed or trained when the command line is wrong: one line naming the problem, exit status 2."""
@@ -449,7 +476,7 @@ def test_gpu_piece_mistakes_get_one_line_and_status_2(tmp_path, argv, out, messa
 def test_listops_errors_groups_by_root_operation_and_depth_as_counted_by_hand():
     """benchmarks/listops_errors.py: the root operation is the problem's first word, and each group's accuracy is its
     right answers over its problems (four hand-made rows: SM right and wrong at depth 2, MIN right at 1 and 2)."""
-    import listops_errors
+    listops_errors = benchmark("listops_errors")
 
     assert listops_errors.root_operation("[SM [MIN 1 2 ] 3 ]") == "SM"
     with pytest.raises(ValueError, match="not a ListOps problem"):
