@@ -259,12 +259,14 @@ print("REMOTE_CODE_OK")
     assert "REMOTE_CODE_OK" in result.stdout
 
 
+@pytest.mark.slow
 def test_ndr_learns_forward_compositional_table_lookup():
     """End-to-end proof that the NDR learns to compose: trained on forward CTL with 1-3 applications, it answers
     held-out 3-application problems (chance: 1/8), which it can only do by chaining the lookups it learned.
 
-    Budget of about two minutes on 2 CPU cores. The thesis's ~100% IID takes its full budget (30K steps of 512 on a
-    GPU); here the IID accuracy climbs past 0.75 and is still rising when the test stops (see docs/ndr.md)."""
+    About two minutes on 2 CPU cores (hence `slow`). The thesis's ~100% IID takes its full budget (30K steps of 512
+    on a GPU); here the IID accuracy climbs past 0.75 and is still rising when the test stops
+    (docs/reports/2026-11-ndr-ctl-recipes.md)."""
     import random
 
     from lengthgen.data.ctl import generate_ctl_splits

@@ -47,7 +47,7 @@ class NDRConfig(PretrainedConfig):
         normalize_geometric_attention (`bool`, defaults to `False`): L1-normalise each row of the geometric attention
             weights. Eq. 5.7 has no normalisation, and the authors' runs turn it off (their sweeps' `norm_att 0`); True
             is their code's default, which `hub_configs/ndr-*` keep: every model trained here is normalised, and on a
-            CPU budget the unnormalised CTL NDR learned markedly slower (docs/ndr.md).
+            CPU budget the unnormalised CTL NDR learned markedly slower (docs/results/reproduction.md).
         gate_bias_init (`float`, defaults to -3.0): initial output bias of FFN^gate (§5.1.1).
         bos_token_id (`int`, *optional*), eos_token_id (`int`, *optional*): the begin and end tokens that frame every
             input (appendix D.3.3). When set, the model checks that the column the classifier reads (the last real

@@ -7,7 +7,7 @@ reverse (a reversed `tl.cumsum`). It keeps the logits and the weights, two (...,
 gradient in backward, where the CPU kernel keeps none.
 
 Its correctness is tested on the CPU with Triton's interpreter (`TRITON_INTERPRET=1`, tests/test_ndr_geometric_attention.py)
-against the PyTorch path, and compiled on a CUDA GPU by tests/triton_interpreter_checks.py; its speed is in docs/ndr.md.
+against the PyTorch path, and compiled on a CUDA GPU by tests/triton_interpreter_checks.py; its speed is in docs/results/speed.md.
 Used by `geometric_attention` for CUDA tensors when Triton is installed.
 """
 

@@ -40,7 +40,7 @@ class UniversalTransformerConfig(PretrainedConfig):
             (tensor2tensor) do, so that a token and the coordinate embedding P^t (sines and cosines of unit
             amplitude) enter the first step at the same scale. False: BERT's embeddings (standard deviation
             `initializer_range`, unscaled), which P^t outweighs about 35 to 1 at initialisation; with them the
-            model learns slowly and some seeds not at all (docs/recurrent_inductive_bias.md).
+            model learns slowly and some seeds not at all (docs/results/recurrent-bias.md).
         use_act (`bool`, defaults to `False`): adaptive computation time (Graves 2016; Dehghani et al. §2.2): a
             sigmoid halting unit per position; a position halts at the first step where its cumulative halting
             probability reaches `act_threshold` (at `num_layers` steps at the latest), and its output is the states
