@@ -1,9 +1,9 @@
 """The Space app (examples/space/app.py) in a real browser: Playwright driving Debian's Chromium."""
 
+import importlib.util
 import os
 import shutil
 import socket
-import sys
 import time
 
 import pytest
@@ -21,15 +21,16 @@ from lengthgen.data.ctl import ctl_example, ctl_tables  # noqa: E402
 from lengthgen.data.tokenization import digit_tokenizer, word_tokenizer  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "examples", "space"))
-import app as space  # noqa: E402
+_spec = importlib.util.spec_from_file_location("space_app", os.path.join(REPO, "examples", "space", "app.py"))
+space = importlib.util.module_from_spec(_spec)  # the app's file, loaded without putting its folder on sys.path
+_spec.loader.exec_module(space)
 
 SHIPPED_NDR = os.path.join(REPO, "checkpoints", "ndr-ctl-backward")  # trained on 1-5 applications
 SYMBOLS = [format(i, "03b") for i in range(8)]
 
 
 def write_release(folder, model, tokenizer, dataset, config, train_difficulties):
-    """What lengthgen-release writes that the app reads: weights, config, tokenizer, a card with model-index and the
+    """What `lengthgen release` writes that the app reads: weights, config, tokenizer, a card with model-index and the
     training range."""
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -5,7 +5,7 @@
     python examples/space/app.py --checkpoint outputs/release/ndr-ctl-backward --port 7861
 
 Choose a checkpoint (the trained models shipped in the repository's `checkpoints/` are offered first, then release
-folders made by `lengthgen-release` under `outputs/release/` and the main job's I-BERT; any folder or Hub id can be
+folders made by `lengthgen release` under `outputs/release/` and the main job's I-BERT; any folder or Hub id can be
 typed), type a problem or draw one from the task's generator at a difficulty the slider sets (it goes past the
 training range), and see the model's answer beside the correct one:
 
@@ -42,6 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 # offered in this order: the checkpoints shipped with the repository, release folders, the main job's I-BERT
 CHECKPOINT_DIRS = ["checkpoints", "outputs/release", "outputs/nsp_length_generalization/release"]
+FIRST = "checkpoints/ndr-ctl-backward"  # the model the README's quick start shows: the page opens on it
 
 
 class ProblemError(ValueError):
@@ -440,14 +441,16 @@ def build_app(checkpoints: list[str]) -> gr.Blocks:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", action="append", default=[], help="offered first (repeatable)")
-    parser.add_argument("--checkpoint-dir", action="append",
+    parser.add_argument("--checkpoint", action="append", default=[],
+                        help=f"offered first (repeatable; default: {FIRST})")
+    parser.add_argument("--checkpoint_dir", action="append",
                         help=f"folder of model folders to offer (default: {', '.join(CHECKPOINT_DIRS)} of this repository)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     args = parser.parse_args(argv)
     checkpoint_dirs = args.checkpoint_dir or [os.path.join(REPO_ROOT, folder) for folder in CHECKPOINT_DIRS]
-    choices = checkpoint_choices(checkpoint_dirs, args.checkpoint)
+    first = args.checkpoint or [path for path in [os.path.join(REPO_ROOT, FIRST)] if os.path.isdir(path)]
+    choices = checkpoint_choices(checkpoint_dirs, first)
     build_app(choices).launch(server_name=args.host, server_port=args.port, css=CSS)
 
 
