@@ -117,7 +117,8 @@ def main(argv=None):
         json.dump({"args": vars(args), "hardware": machine, "accuracy": results,
                    "train_samples_per_second": throughput}, f, indent=2)
     print(f"\n{title}\n{format_table(results, first_unseen)}")
-    print(f"precision {args.precision} on {machine['cpu']} ({machine['cpu_capability']}), {machine['threads']} threads")
+    threads = f"{machine['threads']} thread" + ("s" if machine["threads"] != 1 else "")
+    print(f"precision {args.precision} on {machine['cpu']} ({machine['cpu_capability']}), {threads}")
     print("training sequences/s: " + ", ".join(f"{m} {v:.0f}" for m, v in throughput.items() if v))
     target = os.path.join(args.output_dir, "release", f"ibert-nsp-{args.task}")
     shutil.rmtree(target, ignore_errors=True)  # this run's model replaces the last one's
