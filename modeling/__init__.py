@@ -19,6 +19,12 @@ from .ndr import (
     geometric_attention,
     geometric_attention_weights,
 )
+from .position_transformer import (
+    PositionTransformerConfig,
+    PositionTransformerForSequenceClassification,
+    PositionTransformerModel,
+    PositionTransformerPreTrainedModel,
+)
 from .recurrence import (
     CausalLMWithRecurrence,
     CausalLMWithRecurrenceConfig,
@@ -30,6 +36,8 @@ from .recurrence import (
     check_overlap,
 )
 from .recurrence.flops import flops_per_token
+from .stack_rnn import StackRNNConfig, StackRNNForSequenceClassification, StackRNNModel, StackRNNPreTrainedModel
+from .tape_rnn import TapeRNNConfig, TapeRNNForSequenceClassification, TapeRNNModel, TapeRNNPreTrainedModel
 from .universal_transformer import (
     UniversalTransformerConfig,
     UniversalTransformerForSequenceClassification,
@@ -47,6 +55,10 @@ for config_class, model_classes in (
     (LSTMClassifierConfig, {AutoModelForSequenceClassification: LSTMForSequenceClassification}),
     (UniversalTransformerConfig, {AutoModel: UniversalTransformerModel,
                                   AutoModelForSequenceClassification: UniversalTransformerForSequenceClassification}),
+    (StackRNNConfig, {AutoModel: StackRNNModel, AutoModelForSequenceClassification: StackRNNForSequenceClassification}),
+    (TapeRNNConfig, {AutoModel: TapeRNNModel, AutoModelForSequenceClassification: TapeRNNForSequenceClassification}),
+    (PositionTransformerConfig, {AutoModel: PositionTransformerModel,
+                                 AutoModelForSequenceClassification: PositionTransformerForSequenceClassification}),
 ):
     AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
     for auto_class, model_class in model_classes.items():
@@ -69,9 +81,21 @@ __all__ = [
     "NDRForSequenceClassification",
     "NDRModel",
     "NDRPreTrainedModel",
+    "PositionTransformerConfig",
+    "PositionTransformerForSequenceClassification",
+    "PositionTransformerModel",
+    "PositionTransformerPreTrainedModel",
     "RecurrentState",
     "RobertaWithRecurrenceConfig",
     "RobertaWithRecurrenceForQuestionAnswering",
+    "StackRNNConfig",
+    "StackRNNForSequenceClassification",
+    "StackRNNModel",
+    "StackRNNPreTrainedModel",
+    "TapeRNNConfig",
+    "TapeRNNForSequenceClassification",
+    "TapeRNNModel",
+    "TapeRNNPreTrainedModel",
     "UniversalTransformerConfig",
     "UniversalTransformerForSequenceClassification",
     "UniversalTransformerModel",

@@ -11,7 +11,7 @@ import pytest
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 MODEL_PAGES = ["models/ibert.md", "models/ndr.md", "models/universal-transformer.md", "models/lstm.md",
-               "models/recurrence.md"]
+               "models/memory-rnn.md", "models/recurrence.md", "models/position-transformer.md"]
 TASK_PAGES = ["tasks/index.md", "tasks/ibert-tasks.md", "tasks/ndr-tasks.md", "tasks/chomsky-hierarchy.md",
               "tasks/subject-verb-agreement.md", "tasks/long-documents.md"]
 TOOL_PAGES = ["tools/training.md", "tools/reproduction.md", "tools/leaderboard.md", "tools/release.md",
