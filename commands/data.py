@@ -4,15 +4,19 @@
     lengthgen data export nsp_inductive --dataset_config_name add --output_dir datasets_out --dataset_param train_size=1000
     lengthgen data export ptb_inductive --dataset_config_name char --output_dir datasets_out --dataset_param source=/data/ptb
     lengthgen data export nsp_inductive --output_dir datasets_out --push_to_hub you/nsp_inductive
+    lengthgen data export --all --output_dir datasets_out --push_to_hub you     # every generated task family
 
 writes DIR/NAME/{config}/{split}-00000-of-00001.parquet, {config}/generation.json (the generating parameters and a
 fingerprint) and a README.md dataset card whose `configs:` header lets `datasets.load_dataset("DIR/NAME", "add")`
-read it, locally or once pushed to the Hub.
+read it, locally or once pushed to the Hub. `--all` writes every task family generated here (all but the PTB tasks,
+which read a corpus), each with all its configs; `--dataset_param` then sets the parameters of every family that has
+them, and `--push_to_hub ORG` uploads each family to ORG/NAME.
 """
 
 import argparse
 
-from lengthgen.data.export import BUILDERS, export, parse_params
+from lengthgen.cli import UsageError
+from lengthgen.data.export import BUILDERS, export, export_suite, parse_params
 
 
 def main(argv=None):
@@ -20,7 +24,8 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     export_parser = commands.add_parser("export", help="write a Hub-style parquet dataset folder")
-    export_parser.add_argument("name", choices=sorted(BUILDERS))
+    export_parser.add_argument("name", nargs="?", choices=sorted(BUILDERS), help="the dataset (or --all)")
+    export_parser.add_argument("--all", action="store_true", help="every generated task family, all configs")
     export_parser.add_argument("--dataset_config_name", action="append",
                                help="config to export (repeatable; default: all)")
     export_parser.add_argument("--output_dir", required=True)
@@ -28,5 +33,13 @@ def main(argv=None):
     export_parser.add_argument("--dataset_param", nargs="+", default=[], metavar="KEY=VALUE",
                                help="generating parameters, e.g. train_size=1000 train_difficulties=[2,4] (JSON values)")
     args = parser.parse_args(argv)
+    if args.all == bool(args.name):
+        raise UsageError("Give a dataset name or --all, not both." if args.all else "Give a dataset name or --all.")
+    if args.all:
+        if args.dataset_config_name:
+            raise UsageError("--dataset_config_name picks configs of one dataset; --all exports every config.")
+        for folder in export_suite(args.output_dir, args.push_to_hub, **parse_params(args.dataset_param)):
+            print(folder)
+        return
     print(export(args.name, args.output_dir, args.dataset_config_name, args.push_to_hub,
                  **parse_params(args.dataset_param)))

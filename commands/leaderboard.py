@@ -20,6 +20,14 @@ model's last hidden states predicts the answer's tokens at the slots. Inputs tha
 
 Score: the mean, over the difficulties above the training range, of the accuracy at each: token accuracy on the
 Chomsky-hierarchy tasks (as Delétang et al. score them), accuracy of the whole answer elsewhere.
+
+A protocol (`--protocol chomsky`: Delétang et al.'s 15 tasks, lengths and score) sets the tasks, their data, the
+budget and the runs (every seed at every learning rate of `--learning_rates`); flags given win over it:
+
+    lengthgen leaderboard --protocol chomsky --models lstm stack_rnn rope nope --output_dir outputs/chomsky
+
+`--shard I/N` runs only the cells of shard I of N (each cell belongs to exactly one): N processes or machines given
+the same arguments and output folder run the whole grid once, and each writes the tables from all the cells there.
 """
 
 import argparse
@@ -29,6 +37,7 @@ from lengthgen.cli import UsageError, check_positive
 from lengthgen.data.export import parse_params
 from lengthgen.leaderboard.grid import run_grid
 from lengthgen.leaderboard.models import model_names_help
+from lengthgen.leaderboard.protocol import PROTOCOLS, parse_shard, protocol
 from lengthgen.leaderboard.tables import write_leaderboard
 from lengthgen.leaderboard.tasks import DATA_SCALES
 
@@ -40,11 +49,17 @@ def main(argv=None):
     parser.add_argument("--tasks", nargs="+",
                         help="tasks: builder/config (e.g. ctl/backward, chomsky_hierarchy/parity_check) or "
                              "hf:PATH_OR_HUB_ID[:CONFIG]")
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0 .. N-1 per (model, task)")
+    parser.add_argument("--protocol", choices=sorted(PROTOCOLS),
+                        help="a named protocol (presets/leaderboard.yaml): its tasks, data, budget and runs")
+    parser.add_argument("--seeds", type=int, help="seeds 0 .. N-1 per (model, task, learning rate) (default 3, or "
+                                                  "the protocol's)")
+    parser.add_argument("--learning_rates", type=float, nargs="+",
+                        help="a run at each of these peak rates (default: the budget's one rate, or the protocol's)")
+    parser.add_argument("--shard", help="I/N: run only the cells of shard I of N")
     parser.add_argument("--output_dir", required=True)
-    parser.add_argument("--data_scale", choices=sorted(DATA_SCALES), default="small",
-                        help="small: a CPU leaderboard's generating parameters (Chomsky train <= 20, test 21-100); "
-                             "paper: the builders' defaults (Chomsky train <= 40, test 41-500)")
+    parser.add_argument("--data_scale", choices=sorted(DATA_SCALES),
+                        help="small (the default): a CPU leaderboard's generating parameters (Chomsky train <= 20, "
+                             "test 21-100); paper: the builders' defaults (Chomsky train <= 40, test 41-500)")
     parser.add_argument("--max_steps", type=int, help="training steps of every cell (default 2000)")
     parser.add_argument("--per_device_train_batch_size", type=int, help="batch size (default 32)")
     parser.add_argument("--learning_rate", type=float, help="AdamW's peak rate (default 5e-4)")
@@ -56,17 +71,29 @@ def main(argv=None):
     args = parser.parse_args(argv)
     check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,
                     "--per_device_train_batch_size": args.per_device_train_batch_size,
-                    "--learning_rate": args.learning_rate})
+                    "--learning_rate": args.learning_rate,
+                    **{"--learning_rates": rate for rate in args.learning_rates or []}})
+    shard = parse_shard(args.shard) if args.shard else None
+    if args.learning_rate is not None and args.learning_rates:
+        raise UsageError("Give --learning_rate (one rate) or --learning_rates (a sweep), not both.")
     if args.leaderboard_only:
         write_leaderboard(args.output_dir)
         return
-    if not (args.models and args.tasks):
-        raise UsageError("--models and --tasks are required (or --leaderboard_only to rewrite the tables from the "
-                         "cells).")
-    training = {key: getattr(args, key) for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
-                if getattr(args, key) is not None}
-    records = run_grid(args.models, args.tasks, args.seeds, args.output_dir, training, args.data_scale,
-                       parse_params(args.dataset_param), args.threads)
+    chosen = protocol(args.protocol) if args.protocol else None
+    tasks = args.tasks or (chosen.tasks if chosen else None)
+    if not (args.models and tasks):
+        raise UsageError("--models and --tasks are required (--tasks comes with a --protocol; --leaderboard_only "
+                         "rewrites the tables from the cells).")
+    training = {**(chosen.training if chosen else {}),
+                **{key: getattr(args, key) for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
+                   if getattr(args, key) is not None}}
+    params = {**(chosen.dataset_param if chosen else {}), **parse_params(args.dataset_param)}
+    learning_rates = args.learning_rates or (chosen.learning_rates if chosen and args.learning_rate is None else None)
+    seeds = args.seeds or (chosen.seeds if chosen else 3)
+    data_scale = args.data_scale or (chosen.data_scale if chosen else "small")
+    records = run_grid(args.models, tasks, seeds, args.output_dir, training, data_scale, params, args.threads,
+                       learning_rates=learning_rates, shard=shard, protocol=chosen.name if chosen else None,
+                       generalizes=chosen.generalizes if chosen else None)
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; "
           f"{os.path.join(args.output_dir, 'leaderboard.md')}")

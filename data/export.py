@@ -188,6 +188,29 @@ def export(name: str, output_dir: str, config_names=None, push_to_hub: str | Non
     return folder
 
 
+GENERATED = [name for name in BUILDERS if name != "ptb_inductive"]  # the families generated here (PTB reads a corpus)
+
+
+def export_suite(output_dir: str, push_to_hub: str | None = None, **params) -> list[str]:
+    """Every generated task family (`GENERATED`), each with all its configs, as `export` writes one: a folder
+    `output_dir/NAME` per family; return the folders. `params` set the generating parameters of every family that has
+    them (`train_size=1000`); a parameter no family has is a UsageError. With `push_to_hub` (a user or organisation),
+    each family goes to the dataset repository `push_to_hub/NAME`."""
+    own = {name: builder_config(name).generator_arguments() for name in GENERATED}
+    unused = [key for key in params if not any(key in known for known in own.values())]
+    if unused:
+        raise UsageError(f"--dataset_param {unused[0]}: no generated task family has this generating parameter.")
+    if push_to_hub is not None and ("/" in push_to_hub or not push_to_hub):
+        raise UsageError(f"--push_to_hub with --all takes a user or organisation (each family becomes ORG/NAME), got "
+                         f"{push_to_hub!r}.")
+    chosen = {name: {key: value for key, value in params.items() if key in own[name]} for name in GENERATED}
+    for name in GENERATED:  # every family's parameters checked before any is generated
+        for config in BUILDERS[name].BUILDER_CONFIGS:
+            check_params(name, config.name, chosen[name])
+    return [export(name, output_dir, None, f"{push_to_hub}/{name}" if push_to_hub else None, **chosen[name])
+            for name in GENERATED]
+
+
 def parse_param(text: str) -> tuple:
     """`KEY=VALUE` as (key, value), the value read as JSON where it is JSON (`train_size=1000`, `test_lengths=[41,500]`,
     lists as tuples) and as a string otherwise (`source=/data/ptb`)."""

@@ -22,9 +22,11 @@ TRAINING = _TABLE["_training"]  # the budget of every cell (presets/leaderboard.
 TRAIN_SAMPLE = _TABLE["_train_sample"]  # training examples evaluated for the fit column
 
 
-def cell_name(model: str, task: str, seed: int) -> str:
+def cell_name(model: str, task: str, seed: int, learning_rate: float | None = None) -> str:
+    """`MODEL__TASK__seedN`, or `MODEL__TASK__lrRATE__seedN` in a sweep of learning rates."""
     safe = lambda text: text.replace("hf:", "hf-").replace("/", "-").replace(":", "-")  # noqa: E731
-    return f"{safe(model)}__{safe(task)}__seed{seed}"
+    rate = f"__lr{learning_rate:g}" if learning_rate is not None else ""
+    return f"{safe(model)}__{safe(task)}{rate}__seed{seed}"
 
 
 def cell_spec(model: str, task: Task, seed: int, training: dict, output_dir: str) -> ExperimentSpec:
@@ -96,6 +98,7 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
         "model": model_name,
         "task": task.name,
         "seed": seed,
+        "learning_rate": spec.training.learning_rate,
         "status": "ok",
         "metric": task.metric,
         "score": statistics.fmean(longer.values()) if longer else None,

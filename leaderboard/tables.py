@@ -1,15 +1,18 @@
 """The leaderboard of a `lengthgen leaderboard` output folder, from its cell JSONs alone.
 
-`leaderboard.md` and `leaderboard.csv`: per task and model, the score (mean accuracy over the difficulties above the
-training range, as Delétang et al. score) of the best and the median seed, the fit (accuracy on a sample of training
-examples, median seed), the expected calibration error of the answer tokens over the same difficulties as the score
-(median seed), and the cells that failed with their error. `accuracy_by_length.csv`: every cell's accuracy and ECE
-at every difficulty.
-`plots/<task>.png`: accuracy against difficulty, a line per model (median over seeds, the band from the worst to
-the best seed), the training range shaded.
+`leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning rate), the
+score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best and the
+median run, the share of runs that generalize (score at or above the protocol's threshold), the fit (accuracy on a
+sample of training examples, median run), the expected calibration error of the answer tokens over the same
+difficulties as the score (median run), the published scores of the same architecture on the same task
+(presets/published.yaml), and the cells that failed with their error; then what one cell cost, per model, from the
+cells' own records. `accuracy_by_length.csv`: every cell's accuracy and ECE at every difficulty.
+`plots/<task>.png`: accuracy against difficulty, a line per model (median over runs, the band from the worst to
+the best run), the training range shaded.
 """
 
 import csv
+import functools
 import glob
 import json
 import os
@@ -17,6 +20,14 @@ import statistics
 
 from lengthgen.cli import UsageError
 from lengthgen.plots import Curve, plot_accuracy
+from lengthgen.presets import load_presets, load_table
+
+
+
+@functools.cache
+def published_table() -> dict:
+    """presets/published.yaml: {source: {short, citation, aggregate, protocol, scores: {task: {their model: %}}}}."""
+    return load_table("published")
 
 
 def load_cells(output_dir: str) -> list[dict]:
@@ -49,14 +60,29 @@ def calibration(cell: dict) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def published(task: str, model: str) -> list[tuple[str, float]]:
+    """(source, score in [0, 1]) of every published score of `model`'s architecture on `task`: the model's preset names
+    its counterpart in each source (`published: {deletang2023: lstm}`)."""
+    counterparts = load_presets("leaderboard").get(model, {}).get("published", {})
+    config = task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
+    found = []
+    for source, theirs in counterparts.items():
+        entry = published_table().get(source, {})
+        score = entry.get("scores", {}).get(config, {}).get(theirs)
+        if score is not None:
+            found.append((f"{entry.get('short', source)} {theirs.replace('_', '-')}", score / 100))
+    return found
+
+
 def summarize(cells: list[dict]) -> list[dict]:
-    """One row per (task, model): best and median seed score, seeds, failures, in that order of tasks and models."""
+    """One row per (task, model) over its runs: best and median score, the share of runs that generalize, fit, ECE,
+    runs, failures, the published scores; in order of tasks, then of median score."""
     rows = {}
     for cell in cells:
         row = rows.setdefault(
             (cell["task"], cell["model"]),
             {"task": cell["task"], "model": cell["model"], "scores": [], "fit": [], "ece": [], "failed": [],
-             "metric": None},
+             "metric": None, "generalizes": cell.get("generalizes")},
         )
         if cell["status"] == "ok":
             row["scores"].append(cell["score"])
@@ -65,21 +91,48 @@ def summarize(cells: list[dict]) -> list[dict]:
                 row["ece"].append(calibration(cell))
             row["metric"] = cell["metric"]
         else:
-            row["failed"].append(f"seed {cell['seed']}: {cell['error']}")
+            rate = f", learning rate {cell['learning_rate']:g}" if cell.get("learning_rate") is not None else ""
+            row["failed"].append(f"seed {cell['seed']}{rate}: {cell['error']}")
     summary = []
     for row in rows.values():
         scores = [s for s in row["scores"] if s is not None]
+        threshold = row["generalizes"]
         summary.append(
             {
                 **row,
                 "best": max(scores) if scores else None,
                 "median": statistics.median(scores) if scores else None,
+                "generalizing": (sum(s >= threshold for s in scores) / len(scores)
+                                 if scores and threshold is not None else None),
                 "fit_median": statistics.median(row["fit"]) if row["fit"] else None,
                 "ece_median": statistics.median(row["ece"]) if row["ece"] else None,
                 "seeds": len(row["scores"]),
+                "published": published(row["task"], row["model"]),
             }
         )
     return sorted(summary, key=lambda r: (r["task"], -(r["median"] if r["median"] is not None else -1)))
+
+
+def cost(cells: list[dict]) -> list[dict]:
+    """Per model, what one finished cell took: median training steps and seconds, evaluation seconds, and the
+    machines and threads the cells ran on."""
+    rows = []
+    for model in sorted({c["model"] for c in cells if c["status"] == "ok"}):
+        done = [c for c in cells if c["model"] == model and c["status"] == "ok"]
+        machines = sorted({machine(c) for c in done})
+        rows.append({"model": model, "cells": len(done),
+                     "steps": statistics.median(c["train_steps"] for c in done),
+                     "train_seconds": statistics.median(c["train_seconds"] for c in done),
+                     "eval_seconds": statistics.median(c["eval_seconds"] for c in done),
+                     "machines": machines})
+    return rows
+
+
+def machine(cell: dict) -> str:
+    hardware = cell.get("hardware") or {}
+    device = hardware.get("gpu") or f"{hardware.get('cpu', 'CPU')} ({hardware.get('cpu_capability', '?')})"
+    threads = cell.get("threads")
+    return device + (f", {threads} thread{'s' if threads != 1 else ''}" if threads and not hardware.get("gpu") else "")
 
 
 def _format(value) -> str:
@@ -105,11 +158,13 @@ def write_leaderboard(output_dir: str) -> str:
     summary = summarize(cells)
     with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["task", "model", "metric", "score_best_seed", "score_median_seed", "fit_median_seed",
-                         "ece_median_seed", "seeds", "failed"])
+        writer.writerow(["task", "model", "metric", "score_best_run", "score_median_run", "generalizing",
+                         "fit_median_run", "ece_median_run", "runs", "published", "failed"])
         for r in summary:
             writer.writerow([r["task"], r["model"], r["metric"], _format(r["best"]), _format(r["median"]),
-                             _format(r["fit_median"]), _format(r["ece_median"]), r["seeds"], " | ".join(r["failed"])])
+                             _format(r["generalizing"]), _format(r["fit_median"]), _format(r["ece_median"]),
+                             r["seeds"], " | ".join(f"{source} {score:.3f}" for source, score in r["published"]),
+                             " | ".join(r["failed"])])
     with open(os.path.join(output_dir, "accuracy_by_length.csv"), "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["task", "model", "seed", "split", "difficulty", "accuracy", "token_accuracy", "ece",
@@ -123,22 +178,34 @@ def write_leaderboard(output_dir: str) -> str:
                                      f"{v['token_accuracy']:.4f}", _format(v.get("ece")), v["examples"]])
 
     os.makedirs(os.path.join(output_dir, "plots"), exist_ok=True)
+    ok = [c for c in cells if c["status"] == "ok"]
+    protocols = sorted({c["protocol"] for c in cells if c.get("protocol")})
+    thresholds = sorted({c["generalizes"] for c in cells if c.get("generalizes") is not None})
     lines = [
         "# Length-generalization leaderboard",
         "",
-        "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score). Fit: the",
-        "accuracy on a sample of training examples. ECE: the expected calibration error of the answer tokens (10",
-        "equal-width bins of the top-label probability) over the score's difficulties. Median and best over the seeds.",
+        "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score), of the",
+        "median and the best run of each model (a run: one seed at one learning rate). Fit: the accuracy on a sample",
+        "of training examples. ECE: the expected calibration error of the answer tokens (10 equal-width bins of the",
+        "top-label probability) over the score's difficulties. Published: the score the source reports for the same",
+        "architecture on the same task (its aggregate is stated below the tables).",
         "",
     ]
-    budgets = {json.dumps(c["budget"], sort_keys=True): c["budget"] for c in cells if c["status"] == "ok"}
+    if protocols:
+        lines += [f"Protocol: {', '.join(protocols)}" + (f"; a run generalizes at a score of "
+                  f"{', '.join(f'{t:g}' for t in thresholds)} or more." if thresholds else "."), ""]
+    budgets = {json.dumps({k: v for k, v in c["budget"].items() if k != "learning_rate"}, sort_keys=True): c["budget"]
+               for c in ok}
     if budgets:
-        budget = ", ".join(f"{k} {v}" for k, v in next(iter(budgets.values())).items() if k != "threads")
+        rates = sorted({c["budget"].get("learning_rate") for c in ok if c["budget"].get("learning_rate") is not None})
+        budget = ", ".join(f"{k} {v}" for k, v in next(iter(budgets.values())).items()
+                           if k not in ("threads", "learning_rate"))
+        budget += f", learning rate{'s' if len(rates) > 1 else ''} {', '.join(f'{r:g}' for r in rates)}"
         lines += [f"Training budget of every cell: {budget}." if len(budgets) == 1 else
                   f"Cells were trained with {len(budgets)} different budgets (see each cell's JSON).", ""]
     for task in sorted({r["task"] for r in summary}):
         rows = [r for r in summary if r["task"] == task]
-        ok_cells = [c for c in cells if c["task"] == task and c["status"] == "ok"]
+        ok_cells = [c for c in ok if c["task"] == task]
         lines.append(f"## {task}")
         lines.append("")
         if ok_cells:
@@ -155,12 +222,31 @@ def write_leaderboard(output_dir: str) -> str:
                 f"![{task}](plots/{plot_name})",
                 "",
             ]
-        lines += ["| model | score, median seed | score, best seed | fit, median seed | ECE, median seed | seeds | failed |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += ["| model | score, median run | score, best run | generalizing | fit, median run | ECE, median run "
+                  "| runs | published | failed |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
             failed = "; ".join(f.replace("|", "/") for f in r["failed"])
+            shown = "; ".join(f"{source} {score:.3f}" for source, score in r["published"])
             lines.append(f"| {r['model']} | {_format(r['median'])} | {_format(r['best'])} | "
-                         f"{_format(r['fit_median'])} | {_format(r['ece_median'])} | {r['seeds']} | {failed} |")
+                         f"{_format(r['generalizing'])} | {_format(r['fit_median'])} | {_format(r['ece_median'])} | "
+                         f"{r['seeds']} | {shown} | {failed} |")
+        lines.append("")
+    shown = " ".join(source for r in summary for source, _ in r["published"])
+    if shown:
+        lines += ["## Published scores", ""]
+        for entry in published_table().values():
+            if entry.get("short") and entry["short"] in shown:
+                lines.append(f"- {entry['short']}: {entry['citation']}. Score: {entry['aggregate']}.")
+        lines.append("")
+    if ok:
+        lines += ["## What a cell cost", "",
+                  "Median over each model's finished cells, from the cells' own records.", "",
+                  "| model | cells | training steps | training seconds | evaluation seconds | machine |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in cost(cells):
+            lines.append(f"| {r['model']} | {r['cells']} | {r['steps']:g} | {r['train_seconds']:.1f} | "
+                         f"{r['eval_seconds']:.1f} | {'; '.join(r['machines'])} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")
     with open(path, "w") as f:

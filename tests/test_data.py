@@ -5,6 +5,7 @@ import os
 import datasets
 import pytest
 
+from lengthgen.cli import UsageError
 from lengthgen.commands.data import main as cli_main
 from lengthgen.data.export import export, fingerprint
 from lengthgen.data.nsp import DELIMITER, MASK, generate_nsp_splits
@@ -234,3 +235,33 @@ def test_masked_span_scores_hand_worked():
     assert metrics["nll"] == pytest.approx(4 / 5)
     assert metrics["bits_per_token"] == pytest.approx(0.8 / 0.6931471805599453)
     assert metrics["perplexity"] == pytest.approx(2.718281828459045**0.8)
+
+def test_the_whole_suite_exports_and_every_family_loads_offline(tmp_path, monkeypatch):
+    """`lengthgen data export --all`: a Hub-style folder per generated task family, every config in it, each loading
+    with `load_dataset(folder, config)` offline to the rows the builder generates; the shared sizes reach every
+    family that has them, and the card lists every config."""
+    from lengthgen.data.export import BUILDERS, GENERATED, load_splits
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    sizes = ["train_size=100", "test_size=12", "validation_size=8", "validation_iid_size=8"]
+    cli_main(["export", "--all", "--output_dir", str(tmp_path), "--dataset_param", *sizes])
+    assert sorted(os.listdir(tmp_path)) == sorted(GENERATED) and "ptb_inductive" not in GENERATED
+    for name in GENERATED:
+        folder = tmp_path / name
+        configs = [c.name for c in BUILDERS[name].BUILDER_CONFIGS]
+        assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == sorted(configs)
+        card = (folder / "README.md").read_text()
+        assert all(f"config_name: {config}" in card for config in configs)
+        config = configs[-1]
+        own = {k: v for k, v in (s.split("=") for s in sizes)}
+        generation = json.loads((folder / config / "generation.json").read_text())
+        params = {k: int(v) for k, v in own.items() if k in generation["parameters"]}
+        expected = load_splits(name, config, params)
+        loaded = datasets.load_dataset(str(folder), config)
+        assert sorted(loaded) == sorted(expected)
+        for split in expected:
+            assert loaded[split].to_list() == expected[split].to_list(), (name, config, split)
+    with pytest.raises(UsageError, match="no generated task family has this generating parameter"):
+        cli_main(["export", "--all", "--output_dir", str(tmp_path), "--dataset_param", "nosuch=1"])
+    with pytest.raises(UsageError, match="Give a dataset name or --all, not both"):
+        cli_main(["export", "ctl", "--all", "--output_dir", str(tmp_path)])

@@ -59,16 +59,24 @@ def test_scores_by_difficulty_by_hand():
     assert scores_by_difficulty([1, 2, 3], [1, 2, 0], [5, 5, 6])[5]["accuracy"] == 1.0
 
 
+# the models that read left to right (by their papers): nothing after a position changes its output
+CAUSAL = {"rope", "randomized_rope", "alibi", "lstm", "sequential_universal_transformer", "mamba2", "xlstm", "nope",
+          "t5_bias", "fire", "abacus", "stack_rnn", "tape_rnn"}
+
+
 @pytest.mark.parametrize("name", list(leaderboard.MODELS))
 def test_presets_share_the_budget_and_causal_ones_do_not_look_ahead(name):
     model = build_model(name).eval()
     config = getattr(model.base, "config", None)
     if config is not None:
-        assert config.hidden_size == SIZE["hidden_size"] and config.num_attention_heads == SIZE["num_attention_heads"]
+        assert config.hidden_size == SIZE["hidden_size"]
+        if hasattr(config, "num_attention_heads") and config.model_type not in ("mamba2", "xlstm"):
+            assert config.num_attention_heads == SIZE["num_attention_heads"]
         shared = config.model_type in ("ndr", "universal_transformer")  # one layer, num_layers steps
-        layers = config.num_layers if shared else config.num_hidden_layers
-        assert layers == {"ndr": 12, "universal_transformer": 4, "sequential_universal_transformer": 4}.get(
-            name, SIZE["num_hidden_layers"])  # the NDR: 12 steps of its one layer
+        layers = config.num_layers if shared else getattr(config, "num_hidden_layers", None)
+        if layers is not None:
+            assert layers == {"ndr": 12, "universal_transformer": 4, "sequential_universal_transformer": 4}.get(
+                name, SIZE["num_hidden_layers"])  # the NDR: 12 steps of its one layer
     ids = torch.randint(5, 12, (2, 9))
     changed = ids.clone()
     changed[:, 6:] = torch.randint(5, 12, (2, 3))
@@ -77,7 +85,7 @@ def test_presets_share_the_budget_and_causal_ones_do_not_look_ahead(name):
         after = model(input_ids=changed, attention_mask=torch.ones_like(ids)).logits
     assert before.shape == (2, 9, 12)
     looks_ahead = not torch.allclose(before[:, :6], after[:, :6], atol=1e-6)
-    assert looks_ahead == (name not in ("rope", "alibi", "lstm", "sequential_universal_transformer"))
+    assert looks_ahead == (name not in CAUSAL)
 
 
 def read_csv(path):
@@ -103,7 +111,7 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     per_length = [v["token_accuracy"] for v in cell["accuracy"]["test"].values()]
     assert cell["metric"] == "token_accuracy" and cell["score"] == pytest.approx(statistics.fmean(per_length))
     (row,) = read_csv(os.path.join(out, "leaderboard.csv"))
-    assert float(row["score_median_seed"]) == pytest.approx(statistics.fmean(per_length), abs=5e-4)
+    assert float(row["score_median_run"]) == pytest.approx(statistics.fmean(per_length), abs=5e-4)
     by_length = [r for r in read_csv(os.path.join(out, "accuracy_by_length.csv")) if r["split"] == "test"]
     assert [float(r["token_accuracy"]) for r in by_length] == pytest.approx(per_length, abs=5e-5)
     assert os.path.exists(os.path.join(out, "plots", "chomsky_hierarchy-parity_check.png"))
@@ -169,13 +177,13 @@ def test_a_task_too_long_for_a_model_fails_before_any_training(tmp_path, monkeyp
         raise AssertionError("trained before checking")
 
     monkeypatch.setattr(transformers.Trainer, "train", no_training)
-    params = ["--dataset_param", "train_lengths=[1,4]", "train_size=400", "test_lengths=[600,601]", "test_size=4"]
+    params = ["--dataset_param", "train_lengths=[1,4]", "train_size=400", "test_lengths=[2100,2101]", "test_size=4"]
     with pytest.raises(UsageError) as raised:
         main(["--models", "lstm", "bert", "--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path), *params])
     error = str(raised.value)
-    # 601 input tokens + separator + one slot + [CLS] and [SEP]
+    # 2101 input tokens + separator + one slot + [CLS] and [SEP]
     assert "Model 'bert' cannot take task 'chomsky_hierarchy/parity_check'" in error
-    assert "holds 512 positions" in error and "605 tokens" in error
+    assert "holds 2048 positions" in error and "2105 tokens" in error
     assert os.listdir(tmp_path / "cells") == []
 
 
@@ -209,3 +217,156 @@ def test_any_dataset_with_the_columns_by_path(tmp_path):
     records = leaderboard.run_grid(["lstm"], [f"hf:{folder}:even_pairs"], 1, str(tmp_path / "out"), {"max_steps": 3})
     assert records[0]["status"] == "ok" and records[0]["score_difficulties"] == [5, 6, 7, 8]
     assert records[0]["metric"] == "accuracy"  # only lengthgen's Chomsky builder is scored per token
+
+
+def test_shards_together_write_exactly_the_cells_of_one_unsharded_run(tmp_path):
+    """Two shards given the same arguments and folder run every cell once between them (each its own, none twice),
+    with the numbers of the unsharded run; each writes the tables from all the cells there."""
+    grid = dict(models=["lstm"], tasks=["chomsky_hierarchy/parity_check", "chomsky_hierarchy/even_pairs"], seeds=2,
+                training={"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, learning_rates=[5e-3, 1e-3])
+    whole = leaderboard.run_grid(output_dir=str(tmp_path / "whole"), **grid)
+    assert len(whole) == 8 and all(r["status"] == "ok" for r in whole)
+    first = leaderboard.run_grid(output_dir=str(tmp_path / "sharded"), shard=(1, 2), **grid)
+    after_first = set(os.listdir(tmp_path / "sharded" / "cells"))
+    second = leaderboard.run_grid(output_dir=str(tmp_path / "sharded"), shard=(2, 2), **grid)
+    assert first and second and len(after_first) == len(first)  # shard 1 wrote only its own cells
+    assert set(os.listdir(tmp_path / "sharded" / "cells")) == set(os.listdir(tmp_path / "whole" / "cells"))
+    scores = lambda records: {(r["task"], r["learning_rate"], r["seed"]): r["score"] for r in records}  # noqa: E731
+    assert len(first) + len(second) == 8 and not scores(first).keys() & scores(second).keys()
+    assert {**scores(first), **scores(second)} == scores(whole)
+    assert {r["learning_rate"] for r in whole} == {5e-3, 1e-3}
+    assert "lstm__chomsky_hierarchy-parity_check__lr0.005__seed1.json" in after_first | set(
+        os.listdir(tmp_path / "sharded" / "cells"))
+    rows = read_csv(str(tmp_path / "sharded" / "leaderboard.csv"))  # the second shard's tables: every cell
+    assert {r["runs"] for r in rows} == {"4"}  # two seeds at two learning rates per task
+    with pytest.raises(UsageError, match="--shard must be I/N"):
+        main(["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--shard", "3/2",
+              "--output_dir", str(tmp_path / "x")])
+
+
+def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
+    """`--protocol chomsky` brings its learning rates, seeds, budget and threshold (flags win: here the tasks, the
+    steps and the data are cut down); each cell records the protocol, and the board counts the runs that reach the
+    threshold."""
+    from lengthgen.leaderboard.protocol import protocol
+
+    chomsky = protocol("chomsky")
+    out = str(tmp_path / "board")
+    main(["--protocol", "chomsky", "--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check",
+          "--max_steps", "3", "--dataset_param", *(f"{k}={json.dumps(list(v))}" for k, v in TINY.items()
+                                                   if isinstance(v, tuple)), "train_size=400", "test_size=64",
+          "--output_dir", out])
+    cells = [json.load(open(os.path.join(out, "cells", name))) for name in sorted(os.listdir(os.path.join(out, "cells")))]
+    assert sorted(c["learning_rate"] for c in cells) == sorted(chomsky.learning_rates)
+    assert len(cells) == len(chomsky.learning_rates) * chomsky.seeds
+    assert all(c["protocol"] == "chomsky" and c["generalizes"] == chomsky.generalizes for c in cells)
+    assert all(c["budget"]["max_steps"] == 3 and c["budget"]["per_device_train_batch_size"] ==
+               chomsky.training["per_device_train_batch_size"] for c in cells)
+    assert all(c["data_parameters"]["train_lengths"] == [1, 4] for c in cells)
+    (row,) = read_csv(os.path.join(out, "leaderboard.csv"))
+    share = sum(c["score"] >= chomsky.generalizes for c in cells) / len(cells)
+    assert float(row["generalizing"]) == pytest.approx(share, abs=5e-4)
+    assert "Protocol: chomsky; a run generalizes at a score of 0.9 or more." in open(os.path.join(out, "leaderboard.md")).read()
+    with pytest.raises(SystemExit):  # argparse names the valid protocols
+        main(["--protocol", "nosuch", "--models", "lstm", "--output_dir", out])
+
+
+@pytest.mark.parametrize("at_evaluation", [True, False])
+def test_randomized_positions_are_sorted_draws(tmp_path, at_evaluation):
+    """Ruoss et al.'s randomized positions: a training batch's position ids are, per row, distinct positions below
+    the limit in increasing order (different rows, different draws); at evaluation too (as they do), or none, so that
+    the model uses its plain 0 .. n-1."""
+    from torch import nn
+    from transformers import TrainingArguments
+
+    from lengthgen.training.runner import ExperimentTrainer, random_positions
+
+    torch.manual_seed(0)
+    drawn = random_positions(torch.zeros(4, 6, dtype=torch.long), 50)
+    assert drawn.shape == (4, 6) and drawn.min() >= 0 and drawn.max() < 50
+    assert bool((drawn[:, 1:] > drawn[:, :-1]).all()) and len({tuple(r) for r in drawn.tolist()}) == 4
+    with pytest.raises(ValueError, match="needs more than 5 randomized positions"):
+        random_positions(torch.zeros(1, 6, dtype=torch.long), 5)
+
+    class Recorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight, self.seen = nn.Parameter(torch.zeros(())), []
+
+        def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None):
+            self.seen.append(position_ids)
+            return {"loss": self.weight * 0}
+
+    model = Recorder()
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
+    trainer = ExperimentTrainer(model=model, args=args, randomized_positions=64,
+                                randomized_positions_at_evaluation=at_evaluation)
+    batch = {"input_ids": torch.zeros(2, 5, dtype=torch.long), "labels": torch.zeros(2, 5, dtype=torch.long)}
+    model.train()
+    trainer.compute_loss(model, batch)
+    model.eval()
+    trainer.prediction_step(model, batch, prediction_loss_only=True)
+    in_training, in_evaluation = model.seen
+    assert in_training.shape == (2, 5) and bool((in_training[:, 1:] > in_training[:, :-1]).all())
+    assert in_training.max() < 64
+    if at_evaluation:
+        assert in_evaluation.shape == (2, 5) and bool((in_evaluation[:, 1:] > in_evaluation[:, :-1]).all())
+    else:
+        assert in_evaluation is None
+
+
+def test_randomized_positions_need_a_model_that_takes_position_ids(tmp_path):
+    from lengthgen.training.runner import run_experiment
+    from lengthgen.training.spec import ExperimentSpec
+
+    spec = ExperimentSpec.from_dict({
+        "model": {"model_type": "lstm", "head": "answer_slots", "randomized_positions": 64},
+        "data": {"dataset_name": "chomsky_hierarchy", "dataset_config_name": "parity_check",
+                 "dataset_param": dict(TINY)},
+        "training": {"output_dir": str(tmp_path), "max_steps": 1, "do_train": True, "use_cpu": True,
+                     "report_to": "none"},
+    })
+    with pytest.raises(UsageError, match="--randomized_positions needs a model whose forward takes position_ids; "
+                                         "lstm has none"):
+        run_experiment(spec, save=False, quiet=True)
+
+
+def test_the_board_shows_the_published_score_beside_ours(tmp_path):
+    """A cell of the LSTM on parity check: its row carries Delétang et al.'s LSTM score on that task, as
+    presets/published.yaml records it (a percentage, shown as a fraction), and the page cites the source."""
+    import yaml
+
+    published = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), "..", "presets", "published.yaml")))
+    theirs = published["deletang2023"]["scores"]["parity_check"]["lstm"] / 100
+    accuracy = {"test": {"41": {"accuracy": 1.0, "token_accuracy": 1.0, "ece": 0.0, "examples": 8}},
+                "train": {"1": {"accuracy": 1.0, "token_accuracy": 1.0, "ece": 0.0, "examples": 8}}}
+    cell = {"model": "lstm", "task": "chomsky_hierarchy/parity_check", "seed": 0, "learning_rate": 1e-4,
+            "status": "ok", "metric": "token_accuracy", "score": 1.0, "score_difficulties": [41],
+            "train_difficulties": [1, 40], "accuracy": accuracy, "train_steps": 10, "train_seconds": 1.0,
+            "eval_seconds": 1.0, "budget": {"max_steps": 10, "learning_rate": 1e-4}, "data_parameters": {},
+            "threads": 1, "hardware": {"cpu": "a CPU", "cpu_capability": "AVX2", "gpu": None},
+            "protocol": "chomsky", "generalizes": 0.9}
+    os.makedirs(tmp_path / "cells")
+    (tmp_path / "cells" / "cell.json").write_text(json.dumps(cell))
+    page = open(leaderboard.write_leaderboard(str(tmp_path))).read()
+    row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
+    assert f"Delétang et al. (2023) lstm {theirs:.3f}" in row and "| 1.000 | 1.000 | 1.000 |" in row
+    assert published["deletang2023"]["citation"] in page
+    assert "| lstm | 1 | 10 | 1.0 | 1.0 | a CPU (AVX2), 1 thread |" in page  # what the cell cost
+    (csv_row,) = read_csv(str(tmp_path / "leaderboard.csv"))
+    assert csv_row["published"] == f"Delétang et al. (2023) lstm {theirs:.3f}"
+
+
+def test_abacus_numbers_the_tasks_digits_and_answer_slots():
+    """The Abacus preset gets its digit ids from the task's vocabulary (here the words 0-5) and the [MASK] answer
+    slots, so answer slot i takes the place of a number's i-th digit."""
+    from datasets import Dataset
+
+    tokenizer = answer_slots_tokenizer({"train": Dataset.from_dict({"input": ["0 1 2 3 4 5 + x"], "target": ["0"]})})
+    torch.manual_seed(0)
+    model = load_answer_reader(ModelArguments(**leaderboard.model_section("abacus")), tokenizer)
+    expected = tokenizer.convert_tokens_to_ids([str(d) for d in range(6)] + [tokenizer.mask_token])
+    assert sorted(model.base.config.abacus_digit_token_ids) == sorted(expected)
+    letters = answer_slots_tokenizer({"train": Dataset.from_dict({"input": ["a b"], "target": ["c"]})})
+    with pytest.raises(UsageError, match="this task's vocabulary has none"):
+        load_answer_reader(ModelArguments(**leaderboard.model_section("abacus")), letters)

@@ -46,6 +46,14 @@ class ModelArguments:
     num_steps: int | None = field(default=None, metadata={
         "help": "NDR and Universal Transformer: steps of the shared layer in the final evaluation (default: the "
                 "model's num_layers; training and the evaluations during it use the model's)."})
+    randomized_positions: int | None = field(default=None, metadata={
+        "help": "Randomized positions (Ruoss et al., Randomized Positional Encodings Boost Length Generalization of "
+                "Transformers, ACL 2023, arXiv:2305.16843): in training, the position ids of each sequence of n tokens "
+                "are n positions drawn without replacement from 0 .. N-1 and sorted (N, larger than any test length, "
+                "is this value). For models whose forward takes position_ids."})
+    randomized_positions_at_evaluation: bool = field(default=True, metadata={
+        "help": "With --randomized_positions: draw the positions at evaluation too, as Ruoss et al. do (their code "
+                "draws them on every call); false: evaluate with the plain positions 0 .. n-1."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):
@@ -59,7 +67,7 @@ class ModelArguments:
         if self.model_name_or_path and self.config_overrides:
             raise UsageError("--config_overrides applies to a model trained from scratch (--config_name or "
                              "--model_type), not to a checkpoint.")
-        check_positive({"--num_steps": self.num_steps})
+        check_positive({"--num_steps": self.num_steps, "--randomized_positions": self.randomized_positions})
 
     @property
     def overrides(self) -> dict:

@@ -30,7 +30,7 @@ import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the 
 from lengthgen.cli import UsageError
 from lengthgen.data.export import BUILDERS
 from lengthgen.data.nsp import MASK
-from lengthgen.data.tokenization import tokenizer_for_task, word_tokenizer
+from lengthgen.data.tokenization import DIGITS, tokenizer_for_task, word_tokenizer
 
 from .arguments import HEADS, ModelArguments
 
@@ -38,10 +38,25 @@ logger = logging.getLogger(__name__)
 LSTM = "lstm"  # the answer-slots head's own recurrent baseline (no transformers config)
 
 
-def load_config(model_args: ModelArguments):
+def abacus_digit_token_ids(tokenizer, answer_slots: bool) -> list[int]:
+    """The token ids Abacus embeddings number (McLeish et al., arXiv:2405.17399): the task's digits, and with the
+    answer-slots head its [MASK] slots too, so that the i-th answer slot gets the place of the i-th digit of a number
+    (the paper's generated answer digits get theirs)."""
+    vocabulary = tokenizer.get_vocab()
+    digits = [vocabulary[d] for d in DIGITS if d in vocabulary]
+    if not digits:
+        raise UsageError("position_encoding=abacus numbers the digit tokens 0-9; this task's vocabulary has none.")
+    return digits + ([tokenizer.mask_token_id] if answer_slots else [])
+
+
+def load_config(model_args: ModelArguments, tokenizer=None, answer_slots: bool = False):
     """The config to train from scratch: `config_name` (a folder or Hub id) with `config_overrides` applied, or the
-    default config of `model_type` built with them. None for the `lstm` baseline."""
+    default config of `model_type` built with them. None for the `lstm` baseline. With the task's `tokenizer`, an
+    Abacus position transformer without `abacus_digit_token_ids` gets the task's digit ids (`abacus_digit_token_ids`)."""
     overrides = model_args.overrides
+    if tokenizer is not None and overrides.get("position_encoding") == "abacus" and \
+            "abacus_digit_token_ids" not in overrides:
+        overrides["abacus_digit_token_ids"] = abacus_digit_token_ids(tokenizer, answer_slots)
     if model_args.model_type == LSTM:
         return None
     if model_args.model_type:
@@ -95,7 +110,7 @@ def load_classifier(model_args: ModelArguments, tokenizer, labels):
         return AutoModelForSequenceClassification.from_pretrained(
             model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
         )
-    config = load_config(model_args)
+    config = load_config(model_args, tokenizer)
     config.vocab_size = len(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
     config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
@@ -234,8 +249,9 @@ class AnswerReader(nn.Module):
         self.base = base
         self.head = nn.Linear(hidden_size, vocab_size)
 
-    def forward(self, input_ids, attention_mask=None, labels=None):
-        hidden = self.base(input_ids=input_ids, attention_mask=attention_mask)[0]
+    def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None):
+        positions = {} if position_ids is None else {"position_ids": position_ids}
+        hidden = self.base(input_ids=input_ids, attention_mask=attention_mask, **positions)[0]
         logits = self.head(hidden)
         loss = None
         if labels is not None:
@@ -249,7 +265,7 @@ def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
     if model_args.model_name_or_path:
         raise UsageError("The answer_slots head trains a model from scratch: give --config_name or --model_type.")
     vocab_size = len(tokenizer)
-    config = load_config(model_args)
+    config = load_config(model_args, tokenizer, answer_slots=True)
     if config is None:
         hidden_size = int(model_args.overrides.get("hidden_size", 64))
         return AnswerReader(LSTMEncoder(vocab_size, hidden_size), hidden_size, vocab_size)

@@ -51,12 +51,16 @@ from .spec import ExperimentSpec
 
 class ExperimentTrainer(Trainer):
     """Trainer with the distillation loss for batches that carry `teacher_logits` (`temperature` T,
-    `distillation_weight` r), and `num_steps`, when set, passed to the model at prediction (the NDR's and the Universal
-    Transformer's steps at test time)."""
+    `distillation_weight` r), `num_steps`, when set, passed to the model at prediction (the NDR's and the Universal
+    Transformer's steps at test time), and randomized position ids (`random_positions`) in training and, unless
+    `randomized_positions_at_evaluation` is off, at prediction."""
 
-    def __init__(self, *args, temperature: float = 1.0, distillation_weight: float = 0.9, **kwargs):
+    def __init__(self, *args, temperature: float = 1.0, distillation_weight: float = 0.9,
+                 randomized_positions: int | None = None, randomized_positions_at_evaluation: bool = True, **kwargs):
         super().__init__(*args, **kwargs)
         self.temperature, self.distillation_weight = temperature, distillation_weight
+        self.randomized_positions = randomized_positions
+        self.randomized_positions_at_evaluation = randomized_positions_at_evaluation
         self.num_steps: int | None = None
 
     def _set_signature_columns_if_needed(self):
@@ -65,6 +69,8 @@ class ExperimentTrainer(Trainer):
             self._signature_columns.append("teacher_logits")
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.randomized_positions and model.training:
+            inputs = {**inputs, "position_ids": random_positions(inputs["input_ids"], self.randomized_positions)}
         if "teacher_logits" not in inputs:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         inputs = dict(inputs)
@@ -77,7 +83,19 @@ class ExperimentTrainer(Trainer):
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         if self.num_steps is not None:
             inputs = {**inputs, "num_steps": self.num_steps}
+        if self.randomized_positions and self.randomized_positions_at_evaluation:
+            inputs = {**inputs, "position_ids": random_positions(inputs["input_ids"], self.randomized_positions)}
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+
+
+def random_positions(input_ids: torch.Tensor, limit: int) -> torch.Tensor:
+    """Position ids for a batch of n-token rows: per row, n positions drawn without replacement from 0 .. limit-1, in
+    increasing order (Ruoss et al.'s randomized positional encodings)."""
+    rows, length = input_ids.shape
+    if length > limit:
+        raise ValueError(f"A training batch of {length} tokens needs more than {limit} randomized positions.")
+    draws = torch.rand(rows, limit, device=input_ids.device).argsort(dim=-1)[:, :length]
+    return draws.sort(dim=-1).values
 
 
 class ProgressBarOnly(ProgressCallback):
@@ -227,6 +245,11 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if model_args.num_steps is not None and "num_steps" not in inspect.signature(model.forward).parameters:
         raise UsageError(f"--num_steps applies to the NDR and the Universal Transformer; {model.config.model_type} has "
                          "no steps to set.")
+    if model_args.randomized_positions is not None:
+        reader = getattr(model, "base", model)  # the answer-slots head passes position ids on to its base model
+        if "position_ids" not in inspect.signature(reader.forward).parameters:
+            raise UsageError(f"--randomized_positions needs a model whose forward takes position_ids; "
+                             f"{models.model_type_of(model)} has none.")
     with training_args.main_process_first(desc="tokenization"):
         train_dataset = encode(splits["train"]) if training_args.do_train else None
         if train_dataset is not None and distill_args.teacher_model_name_or_path:  # the teacher's logits, once
@@ -238,6 +261,13 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
             train_dataset = train_dataset.add_column("teacher_logits", logits.tolist())
         features = {name: by_difficulty(encode(dataset)) for name, dataset in eval_sets.items()}
 
+    if model_args.randomized_positions is not None:
+        drawn_for = [train_dataset] if train_dataset is not None else []
+        drawn_for += list(features.values()) if model_args.randomized_positions_at_evaluation else []
+        longest = max((len(ids) for dataset in drawn_for for ids in dataset["input_ids"]), default=0)
+        if longest > model_args.randomized_positions:
+            raise UsageError(f"--randomized_positions {model_args.randomized_positions} is fewer positions than the "
+                             f"longest example ({longest} tokens).")
     scorers = {name: Scorer(dataset["difficulty"], head, data_args.difficulty_bucket) for name, dataset in features.items()}
     trainer = ExperimentTrainer(
         model=model,
@@ -253,6 +283,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         callbacks=time_budget(training_args),
         temperature=distill_args.distillation_temperature,
         distillation_weight=distill_args.distillation_weight,
+        randomized_positions=model_args.randomized_positions,
+        randomized_positions_at_evaluation=model_args.randomized_positions_at_evaluation,
     )
     if quiet:
         trainer.remove_callback(PrinterCallback)
