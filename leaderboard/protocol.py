@@ -22,6 +22,7 @@ class Protocol:
     learning_rates: list[float] | None = None  # None: the budget's one rate
     seeds: int = 1
     generalizes: float | None = None  # a run whose score reaches this generalizes
+    published: list[str] = field(default_factory=list)  # sources of presets/published.yaml measured the same way
 
 
 PROTOCOLS = {name: Protocol(name=name, **fields) for name, fields in load_table("leaderboard").get("_protocols", {}).items()}

@@ -22,6 +22,8 @@ from lengthgen.cli import UsageError
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.presets import load_presets, load_table
 
+from .protocol import PROTOCOLS
+
 
 
 @functools.cache
@@ -60,13 +62,17 @@ def calibration(cell: dict) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def published(task: str, model: str) -> list[tuple[str, float]]:
-    """(source, score in [0, 1]) of every published score of `model`'s architecture on `task`: the model's preset names
-    its counterpart in each source (`published: {deletang2023: lstm}`)."""
+def published(task: str, model: str, protocol: str | None) -> list[tuple[str, float]]:
+    """(source, score in [0, 1]) of every published score of `model`'s architecture on `task` from the sources that
+    measured as `protocol` does (its `published` list): the model's preset names its counterpart in each source
+    (`published: {deletang2023: lstm}`). None without a protocol: a board of its own scale has nothing to compare."""
+    sources = PROTOCOLS[protocol].published if protocol in PROTOCOLS else []
     counterparts = load_presets("leaderboard").get(model, {}).get("published", {})
     config = task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
     found = []
     for source, theirs in counterparts.items():
+        if source not in sources:
+            continue
         entry = published_table().get(source, {})
         score = entry.get("scores", {}).get(config, {}).get(theirs)
         if score is not None:
@@ -82,7 +88,7 @@ def summarize(cells: list[dict]) -> list[dict]:
         row = rows.setdefault(
             (cell["task"], cell["model"]),
             {"task": cell["task"], "model": cell["model"], "scores": [], "fit": [], "ece": [], "failed": [],
-             "metric": None, "generalizes": cell.get("generalizes")},
+             "metric": None, "generalizes": cell.get("generalizes"), "protocol": cell.get("protocol")},
         )
         if cell["status"] == "ok":
             row["scores"].append(cell["score"])
@@ -107,7 +113,7 @@ def summarize(cells: list[dict]) -> list[dict]:
                 "fit_median": statistics.median(row["fit"]) if row["fit"] else None,
                 "ece_median": statistics.median(row["ece"]) if row["ece"] else None,
                 "seeds": len(row["scores"]),
-                "published": published(row["task"], row["model"]),
+                "published": published(row["task"], row["model"], row["protocol"]),
             }
         )
     return sorted(summary, key=lambda r: (r["task"], -(r["median"] if r["median"] is not None else -1)))
@@ -187,10 +193,12 @@ def write_leaderboard(output_dir: str) -> str:
         "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score), of the",
         "median and the best run of each model (a run: one seed at one learning rate). Fit: the accuracy on a sample",
         "of training examples. ECE: the expected calibration error of the answer tokens (10 equal-width bins of the",
-        "top-label probability) over the score's difficulties. Published: the score the source reports for the same",
-        "architecture on the same task (its aggregate is stated below the tables).",
+        "top-label probability) over the score's difficulties.",
         "",
     ]
+    if any(r["published"] for r in summary):
+        lines[-1:] = ["Published: the score the source reports for the same architecture on the same task (its",
+                      "aggregate is stated below the tables).", ""]
     if protocols:
         lines += [f"Protocol: {', '.join(protocols)}" + (f"; a run generalizes at a score of "
                   f"{', '.join(f'{t:g}' for t in thresholds)} or more." if thresholds else "."), ""]
