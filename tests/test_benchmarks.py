@@ -491,3 +491,18 @@ def test_listops_errors_groups_by_root_operation_and_depth_as_counted_by_hand():
     assert result["depth"] == {"1": {"accuracy": 1.0, "count": 1}, "2": {"accuracy": 2 / 3, "count": 3}}
     assert result["operation_depth"]["SM/2"] == {"accuracy": 0.5, "count": 2}
 
+
+
+def test_leaderboard_step_counts_flops_and_times_the_bare_and_the_runner_step(tmp_path):
+    leaderboard_step = benchmark("leaderboard_step")
+    output = tmp_path / "step.json"
+    results = leaderboard_step.main(["--models", "lstm", "nope", "--train_size", "200", "--steps", "2", "--repeats",
+                                     "1", "--runner_steps", "3", "--json", str(output)])
+    assert set(results["models"]) == {"lstm", "nope"}
+    for entry in results["models"].values():
+        assert entry["flops_per_step"] > 0 and entry["bare_seconds_per_step"] > 0
+        assert entry["gflops_per_second"] == pytest.approx(entry["flops_per_step"] / entry["bare_seconds_per_step"] / 1e9)
+        assert entry["runner_over_bare"] == pytest.approx(entry["runner_seconds_per_step"] / entry["bare_seconds_per_step"])
+    # a transformer step does more arithmetic than an LSTM step of the same width
+    assert results["models"]["nope"]["flops_per_step"] > results["models"]["lstm"]["flops_per_step"]
+    assert json.loads(output.read_text())["models"].keys() == results["models"].keys()
