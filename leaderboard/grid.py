@@ -65,7 +65,8 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
         if task.name not in prepared:
             prepared[task.name] = cell.prepare_task(task)
     problems = []
-    for model, task_name in dict.fromkeys((m, t.name) for m, t, *_ in todo):
+    finished = {(r["model"], r["task"]) for r in records.values()}  # pairs a finished cell has shown to work
+    for model, task_name in dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in finished):
         try:
             cell.check_model_takes_task(model, prepared[task_name])
         except UsageError as error:
