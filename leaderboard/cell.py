@@ -3,6 +3,7 @@ through the experiment runner with the answer-slots head (lengthgen.training.mod
 
 import statistics
 import tempfile
+import time
 from dataclasses import dataclass
 
 import torch
@@ -88,6 +89,7 @@ def check_model_takes_task(model_name: str, prepared: PreparedTask) -> None:
 def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict) -> dict:
     """Train `model_name` on the task's train split and evaluate every other split; the cell's results dict."""
     task = prepared.task
+    cpu_start = time.process_time()  # the cell's processor time: its cost even when other work shares the machine
     with tempfile.TemporaryDirectory() as work_dir:  # Trainer wants an output folder; nothing in it is kept
         spec = cell_spec(model_name, task, seed, training, work_dir)
         result = run_experiment(spec, splits=prepared.splits, quiet=True, save=False)
@@ -110,6 +112,7 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
         "train_steps": result.training["steps"],
         "train_seconds": result.training["seconds"],
         "eval_seconds": result.evaluation_seconds,
+        "cpu_seconds": round(time.process_time() - cpu_start, 1),
         "budget": {key: value for key, value in spec.to_dict()["training"].items()
                    if key not in ("seed", "data_seed", "logging_steps", "do_train", "do_eval")},
         "data_parameters": {k: list(v) if isinstance(v, tuple) else v for k, v in task.params.items()},

@@ -120,8 +120,8 @@ def summarize(cells: list[dict]) -> list[dict]:
 
 
 def cost(cells: list[dict]) -> list[dict]:
-    """Per model, what one finished cell took: median training steps and seconds, evaluation seconds, and the
-    machines and threads the cells ran on."""
+    """Per model, what one finished cell took: median training steps and seconds, evaluation seconds, processor
+    seconds of the whole cell (None for cells recorded without them), and the machines and threads the cells ran on."""
     rows = []
     for model in sorted({c["model"] for c in cells if c["status"] == "ok"}):
         done = [c for c in cells if c["model"] == model and c["status"] == "ok"]
@@ -130,6 +130,8 @@ def cost(cells: list[dict]) -> list[dict]:
                      "steps": statistics.median(c["train_steps"] for c in done),
                      "train_seconds": statistics.median(c["train_seconds"] for c in done),
                      "eval_seconds": statistics.median(c["eval_seconds"] for c in done),
+                     "cpu_seconds": statistics.median(cpu) if (cpu := [c["cpu_seconds"] for c in done
+                                                                       if "cpu_seconds" in c]) else None,
                      "machines": machines})
     return rows
 
@@ -249,12 +251,15 @@ def write_leaderboard(output_dir: str) -> str:
         lines.append("")
     if ok:
         lines += ["## What a cell cost", "",
-                  "Median over each model's finished cells, from the cells' own records.", "",
-                  "| model | cells | training steps | training seconds | evaluation seconds | machine |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+                  "Median over each model's finished cells, from the cells' own records: wall-clock seconds of training "
+                  "and of evaluation, and the processor seconds of the whole cell (the cost when the cell has its "
+                  "threads to itself; wall-clock seconds grow when other work shares the machine).", "",
+                  "| model | cells | training steps | training seconds | evaluation seconds | processor seconds | "
+                  "machine |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in cost(cells):
             lines.append(f"| {r['model']} | {r['cells']} | {r['steps']:g} | {r['train_seconds']:.1f} | "
-                         f"{r['eval_seconds']:.1f} | {'; '.join(r['machines'])} |")
+                         f"{r['eval_seconds']:.1f} | {'' if r['cpu_seconds'] is None else format(r['cpu_seconds'], '.1f')} | {'; '.join(r['machines'])} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")
     with open(path, "w") as f:

@@ -98,6 +98,8 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     records = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, FAST, params=TINY)
     (cell,) = records
     assert cell["status"] == "ok" and cell["train_steps"] == FAST["max_steps"]
+    # the cell's processor time covers its training and evaluation (what it costs whatever shares the machine)
+    assert cell["cpu_seconds"] > 0.5 * (cell["train_seconds"] + cell["eval_seconds"]) / torch.get_num_threads()
     first, last = cell["train_loss_first_last"]
     assert last < first
     from lengthgen.leaderboard.tables import fit
@@ -116,7 +118,7 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     assert [float(r["token_accuracy"]) for r in by_length] == pytest.approx(per_length, abs=5e-5)
     assert os.path.exists(os.path.join(out, "plots", "chomsky_hierarchy-parity_check.png"))
     board = open(os.path.join(out, "leaderboard.md")).read()
-    assert "| lstm |" in board
+    assert "| lstm |" in board and "processor seconds" in board
     # the page states the scale it was run at: the budget and the generating parameters
     assert f"max_steps {FAST['max_steps']}" in board and "per_device_train_batch_size 32" in board
     assert f"train_lengths={list(TINY['train_lengths'])}" in board
@@ -352,7 +354,7 @@ def test_the_board_shows_the_published_score_beside_ours(tmp_path):
     row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
     assert f"Delétang et al. (2023) lstm {theirs:.3f}" in row and "| 1.000 | 1.000 | 1.000 |" in row
     assert published["deletang2023"]["citation"] in page
-    assert "| lstm | 1 | 10 | 1.0 | 1.0 | a CPU (AVX2), 1 thread |" in page  # what the cell cost
+    assert "| lstm | 1 | 10 | 1.0 | 1.0 |  | a CPU (AVX2), 1 thread |" in page  # what the cell cost
     (csv_row,) = read_csv(str(tmp_path / "leaderboard.csv"))
     assert csv_row["published"] == f"Delétang et al. (2023) lstm {theirs:.3f}"
 
