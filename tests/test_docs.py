@@ -14,8 +14,8 @@ MODEL_PAGES = ["models/ibert.md", "models/ndr.md", "models/universal-transformer
                "models/memory-rnn.md", "models/recurrence.md", "models/position-transformer.md"]
 TASK_PAGES = ["tasks/index.md", "tasks/ibert-tasks.md", "tasks/ndr-tasks.md", "tasks/chomsky-hierarchy.md",
               "tasks/subject-verb-agreement.md", "tasks/long-documents.md"]
-TOOL_PAGES = ["tools/training.md", "tools/reproduction.md", "tools/leaderboard.md", "tools/release.md",
-              "tools/space-app.md", "tools/benchmarks.md"]
+TOOL_PAGES = ["tools/training.md", "tools/many-gpus.md", "tools/reproduction.md", "tools/leaderboard.md",
+              "tools/release.md", "tools/space-app.md", "tools/benchmarks.md"]
 # one API page per package, and an object each page must have rendered from the docstrings
 API_PAGES = {
     "api/modeling.md": ["IBertConfig", "NDRConfig", "UniversalTransformerConfig", "LSTMClassifierConfig",

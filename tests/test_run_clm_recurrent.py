@@ -3,7 +3,11 @@
 
 import json
 import math
+import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -28,7 +32,12 @@ from lengthgen.data.long_documents import (
     wikitext_documents,
 )
 from lengthgen.data.tokenization import word_tokenizer
-from lengthgen.modeling import flops_per_token
+from lengthgen.modeling import (
+    CausalLMWithRecurrence,
+    GPT2WithRecurrence,
+    GPT2WithRecurrenceConfig,
+    flops_per_token,
+)
 from lengthgen.training import causal_lm
 from lengthgen.training.windows import document_runs
 
@@ -307,3 +316,175 @@ def test_memory_tokens_or_carried_states_on_a_gpt2_checkpoint_are_refused(tmp_pa
     arguments = causal_lm.RecurrentLMArguments(model_name_or_path=str(tmp_path / "gpt2"), **{flag: 2})
     with pytest.raises(ValueError, match=f"--{flag} needs a CausalLMWithRecurrence"):
         causal_lm.load_model(arguments, tokenizer=None)
+
+
+ACCELERATE_CONFIGS = Path(__file__).resolve().parents[1] / "examples" / "accelerate"
+
+
+def tiny_recurrent_models(root: Path, vocab: int = 40) -> list[Path]:
+    """A Llama with h_prev (hooks at l_ins) and a GPT-2 with h_prev, each in root/<name>/model, and three global
+    steps of two micro-batches (one per process) in root/<name>/batches.pt: 20 tokens = 3 windows of 8 with overlap
+    2, the second row padded; the second micro-batch 12 tokens (2 windows); and three documents to evaluate."""
+    torch.manual_seed(0)
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, max_position_embeddings=32))
+    models = {
+        "llama": CausalLMWithRecurrence.wrap(llama, window_size=8, overlap=2, insertion_layer=1),
+        "gpt2": GPT2WithRecurrence(GPT2WithRecurrenceConfig(
+            vocab_size=vocab, n_positions=16, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0, embd_pdrop=0.0,
+            attn_pdrop=0.0, bos_token_id=1, eos_token_id=1, window_size=8, overlap=2, insertion_layer=1)),
+    }
+    generator = torch.Generator().manual_seed(1)
+    runs = []
+    for name, model in models.items():
+        model.save_pretrained(root / name / "model")
+        steps = []
+        for _ in range(3):
+            ids = torch.randint(0, vocab, (2, 2, 20), generator=generator)
+            mask = torch.ones_like(ids[0])
+            mask[1, 15:] = 0
+            micro = [{"input_ids": i, "attention_mask": mask, "labels": i.clone()} for i in ids]
+            micro[1] = {key: values[:, :12] for key, values in micro[1].items()}  # 2 windows, not 3
+            steps.append(micro)
+        torch.save(steps, root / name / "batches.pt")
+        documents = [{"input_ids": torch.randint(0, vocab, (n,), generator=generator).tolist(), "num_words": n}
+                     for n in (30, 7, 19)]
+        (root / name / "documents.json").write_text(json.dumps(documents))
+        runs.append(root / name)
+    return runs
+
+
+def test_fsdp_over_two_cpu_processes_trains_like_one_process(tmp_path):
+    """examples/accelerate/fsdp.yaml's sharding (FSDP2, every decoder layer its own group) on two CPU processes over
+    gloo, recurrence and whole-window checkpointing on, micro-batches of 3 and 2 windows: each step's loss and gradient
+    norm equal one unsharded process's accumulating the same two micro-batches, the documents read in lockstep by
+    both processes give that process's summed loss, and the gathered model saved with save_pretrained loads with
+    from_pretrained and gives that process's logits over several windows."""
+    import fsdp_worker
+
+    runs = tiny_recurrent_models(tmp_path)
+    for run in runs:
+        fsdp_worker.train(str(run), plugin=None, rank=0, world=1)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               fsdp_worker.__file__, "--config_file", str(ACCELERATE_CONFIGS / "fsdp.yaml"), *map(str, runs)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected_groups = {"llama": ["decoder.model.layers.0", "decoder.model.layers.1"],
+                       "gpt2": ["transformer.h.0", "transformer.h.1"]}
+    for run in runs:
+        single = json.loads((run / "single" / "steps.json").read_text())
+        sharded = json.loads((run / "sharded" / "steps.json").read_text())
+        assert set(expected_groups[run.name]) | {""} <= set(sharded["wrapped"])
+        for one, two in zip(single["steps"], sharded["steps"], strict=True):
+            assert two["loss"] == pytest.approx(one["loss"], rel=1e-5)
+            assert two["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-5)
+        assert single["steps"][0]["grad_norm"] > fsdp_worker.MAX_GRAD_NORM  # clipping acts on the gathered norm
+        assert sharded["documents"] == pytest.approx(single["documents"], rel=1e-5)
+        assert single["documents"][1] == 30 + 7 + 19 - 3  # every token but each document's first
+        ids = torch.randint(0, 40, (1, 30), generator=torch.Generator().manual_seed(2))
+        logits = {}
+        for kind in ("model", "single/model", "sharded/model"):
+            with torch.no_grad():
+                logits[kind] = AutoModelForCausalLM.from_pretrained(run / kind).eval()(ids).logits
+        torch.testing.assert_close(logits["sharded/model"], logits["single/model"], rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(logits["single/model"], logits["model"], atol=1e-3)  # training moved the weights
+
+
+def test_accelerate_configs_pass_accelerates_own_checks():
+    """Each config in examples/accelerate loads with accelerate's loader and passes `accelerate launch`'s checks; the
+    FSDP one gives FSDP2, no FSDP activation checkpointing, sharded checkpoints, and decoder-layer groups taken from
+    the model (`_no_split_modules`)."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    import fsdp_worker
+
+    names = sorted(path.name for path in ACCELERATE_CONFIGS.glob("*.yaml"))
+    assert names == ["ddp.yaml", "deepspeed_zero2.yaml", "deepspeed_zero3.yaml", "fsdp.yaml"]
+    for name in names:
+        config = load_config_from_file(str(ACCELERATE_CONFIGS / name))
+        assert config.num_processes == 8 and not config.use_cpu
+        args = launch_command_parser().parse_args(["--config_file", str(ACCELERATE_CONFIGS / name), "train.py"])
+        _validate_launch_command(args)
+    assert load_config_from_file(str(ACCELERATE_CONFIGS / "deepspeed_zero2.yaml")).deepspeed_config["zero_stage"] == 2
+    assert load_config_from_file(str(ACCELERATE_CONFIGS / "deepspeed_zero3.yaml")).deepspeed_config["zero_stage"] == 3
+    plugin = fsdp_worker.fsdp_plugin_from_config_file(str(ACCELERATE_CONFIGS / "fsdp.yaml"), 8)
+    assert (plugin.fsdp_version, plugin.reshard_after_forward, plugin.activation_checkpointing) == (2, True, False)
+    assert plugin.state_dict_type.name == "SHARDED_STATE_DICT"
+    model = CausalLMWithRecurrence.wrap(LlamaForCausalLM(LlamaConfig(
+        vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)),
+        window_size=8, insertion_layer=1)
+    plugin.set_auto_wrap_policy(model)
+    assert plugin.transformer_cls_names_to_wrap == ["LlamaDecoderLayer"]
+
+
+def test_launches_that_would_not_train_as_asked_are_refused(tmp_path, monkeypatch):
+    """Processes launched together that form no process group (an FSDP config on a machine without GPUs), and FSDP's
+    activation checkpointing (it wraps the decoder layers where h_prev enters), are named before a model is loaded."""
+    tiny_setup(tmp_path, ["the king said"])
+    arguments = ["--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+                 "--corpus", "wikitext103", "--output_dir", str(tmp_path / "out"), "--report_to", "none"]
+    parsed = causal_lm.parse_args(arguments)
+    with monkeypatch.context() as patch:
+        patch.setenv("WORLD_SIZE", "2")
+        with pytest.raises(ValueError, match="2 processes were launched but form no process group"):
+            causal_lm.train_and_evaluate(*parsed)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_ACTIVATION_CHECKPOINTING", "true")
+    with pytest.raises(ValueError, match="FSDP activation checkpointing is not supported .* --gradient_checkpointing"):
+        causal_lm.train_and_evaluate(*parsed)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FSDP through accelerate runs on GPUs")
+def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monkeypatch):
+    """`accelerate launch --config_file examples/accelerate/fsdp.yaml examples/run_clm_recurrent.py` (fp32, one
+    process per GPU, at most two) against one unsharded process accumulating the same micro-batches: equal losses,
+    a final model that from_pretrained loads, and a run resumed from a sharded checkpoint that logs the same steps."""
+    monkeypatch.chdir(tmp_path)
+    articles = write_wikitext(tmp_path / "wikitext")
+    tokenizer = tiny_setup(tmp_path, list(articles.values()))
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, max_position_embeddings=32)).save_pretrained(tmp_path / "llama")
+    processes = min(2, torch.cuda.device_count())
+    raw = tmp_path / "wikitext"
+    script = Path(__file__).resolve().parents[1] / "examples" / "run_clm_recurrent.py"
+    arguments = [
+        "--model_name_or_path", str(tmp_path / "llama"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+        "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
+        "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--overlap", "2",
+        "--insertion_layer", "1", "--windows_per_example", "3", "--do_train", "--do_eval", "--max_steps", "4",
+        "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2", "--gradient_checkpointing",
+        "--learning_rate", "1e-2", "--warmup_steps", "0", "--logging_steps", "1", "--save_strategy", "steps",
+        "--save_steps", "2", "--report_to", "none", "--seed", "0",
+    ]
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+              str(ACCELERATE_CONFIGS / "fsdp.yaml"), "--num_processes", str(processes), "--mixed_precision", "no",
+              "--main_process_port", "0"]
+
+    def losses(output: Path) -> list[float]:
+        history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+        return [entry["loss"] for entry in history if "loss" in entry]
+
+    def run(command, **env):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    run([*launch, str(script), *arguments, "--output_dir", str(tmp_path / "sharded")])
+    run([sys.executable, str(script), *arguments, "--output_dir", str(tmp_path / "single"),
+         "--gradient_accumulation_steps", str(processes)], CUDA_VISIBLE_DEVICES="0")
+    assert losses(tmp_path / "sharded") == pytest.approx(losses(tmp_path / "single"), rel=1e-4)
+    assert len(losses(tmp_path / "single")) == 4
+    assert list((tmp_path / "sharded" / "checkpoint-2").glob("pytorch_model_fsdp_0/*.distcp"))  # sharded checkpoint
+    sharded = AutoModelForCausalLM.from_pretrained(tmp_path / "sharded").eval()
+    single = AutoModelForCausalLM.from_pretrained(tmp_path / "single").eval()
+    ids = torch.randint(0, len(tokenizer), (1, 30), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(sharded(ids).logits, single(ids).logits, rtol=1e-4, atol=1e-4)
+    # resumed from the sharded checkpoint of step 2: steps 3 and 4 as in the uninterrupted run
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "sharded" / "checkpoint-2", resumed / "checkpoint-2")
+    run([*launch, str(script), *arguments, "--output_dir", str(resumed)])
+    assert losses(resumed)[-2:] == pytest.approx(losses(tmp_path / "sharded")[-2:], rel=1e-4)

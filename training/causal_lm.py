@@ -53,6 +53,7 @@ from lengthgen.modeling import (
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
 from .runner import train_and_save, upload_output_dir
+from .sharding import check_launch, shards_parameters
 from .windows import document_runs
 
 logger = logging.getLogger(__name__)
@@ -149,18 +150,27 @@ class RecurrentLMTrainingArguments(TrainingArguments):
 
 
 @torch.no_grad()
-def document_nll(model, documents, batch_size: int, chunk_tokens: int, overlap: int, shard: tuple[int, int] = (0, 1)):
+def document_nll(model, documents, batch_size: int, chunk_tokens: int, overlap: int, shard: tuple[int, int] = (0, 1),
+                 longest_of_all=None):
     """Summed next-token negative log-likelihood, predicted tokens and words of whole documents, each read from start
     to end window by window (with `overlap`) with the recurrent state carried between calls of `chunk_tokens` tokens.
 
-    `documents` has `input_ids` (bos first) and `num_words`; `shard` = (index, count) takes every count-th document."""
+    `documents` has `input_ids` (bos first) and `num_words`; `shard` = (index, count) takes every count-th document.
+    `longest_of_all` (for sharded parameters, where every process must make the same calls): a function giving the
+    largest of the processes' values; each batch is then padded to the longest document of all processes' batches, and
+    a process out of documents reads one row of padding until every process is done."""
     device = next(model.parameters()).device
     pad = getattr(model.config, "eos_token_id", None) or 0
     rows = itertools.islice(iter(documents), shard[0], None, shard[1])
     nll, tokens, words = 0.0, 0, 0
-    while batch := list(itertools.islice(rows, batch_size)):
-        longest = max(len(row["input_ids"]) for row in batch)
-        ids = torch.full((len(batch), longest), pad, dtype=torch.long)
+    while True:
+        batch = list(itertools.islice(rows, batch_size))
+        longest = max((len(row["input_ids"]) for row in batch), default=0)
+        if longest_of_all is not None:
+            longest = longest_of_all(longest)
+        if longest == 0:
+            break
+        ids = torch.full((max(len(batch), 1), longest), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for i, row in enumerate(batch):
             ids[i, : len(row["input_ids"])] = torch.tensor(row["input_ids"])
@@ -204,7 +214,12 @@ class DocumentPerplexityTrainer(Trainer):
         if "num_tokens" in (getattr(documents, "column_names", None) or []):  # longest first: less padding per batch
             documents = documents.sort("num_tokens", reverse=True)
         shard = (self.args.process_index, self.args.world_size)
-        nll, tokens, words = document_nll(model, documents, self.args.eval_batch_size, chunk, overlap, shard)
+        longest_of_all = None
+        if shards_parameters(self.args) and self.args.world_size > 1:  # every process makes the same calls
+            def longest_of_all(length: int) -> int:
+                return int(self.accelerator.gather(torch.tensor([length], device=self.args.device)).max())
+        nll, tokens, words = document_nll(model, documents, self.args.eval_batch_size, chunk, overlap, shard,
+                                          longest_of_all)
         totals = torch.tensor([nll, tokens, words], dtype=torch.float64, device=self.args.device)
         if self.args.world_size > 1:
             totals = self.accelerator.reduce(totals, reduction="sum")
@@ -269,6 +284,7 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
                        training_args: RecurrentLMTrainingArguments) -> dict:
     """Fine-tune (`do_train`) and evaluate (`do_eval`: validation, `do_predict`: test) at the overlaps asked for; the
     metrics, also written to the output folder's all_results.json and model card."""
+    check_launch(training_args, reads_windows=True)
     if training_args.ddp_find_unused_parameters is None:  # the recurrence module is idle in one-window examples
         training_args.ddp_find_unused_parameters = True
 
@@ -324,13 +340,17 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
         if training_args.save_strategy == IntervalStrategy.STEPS:
             training_args.save_steps = training_args.eval_steps
 
+    # sharded parameters are gathered at every call of a layer, once per window: every process's batch must hold the
+    # same number of windows, so each is padded to the longest training example (padding never reaches a real token)
+    run_tokens = data_args.windows_per_example * (window - overlap) + overlap \
+        if shards_parameters(training_args) else None
     trainer = DocumentPerplexityTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=validation,
         processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100, pad_to_multiple_of=run_tokens),
         eval_chunk_windows=data_args.eval_chunk_windows,
         callbacks=time_budget(training_args),
     )

@@ -46,6 +46,7 @@ from .distillation import distillation_loss, teacher_logits
 from .hardware import hardware
 from .pieces import get_last_checkpoint_or_none
 from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
+from .sharding import save_full_model
 from .spec import ExperimentSpec
 
 
@@ -138,7 +139,7 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     if log:
         trainer.log_metrics("train", output.metrics)
     if save:
-        trainer.save_model()
+        save_full_model(trainer)  # under FSDP: gathered into one checkpoint that from_pretrained loads
         trainer.save_metrics("train", output.metrics)
         trainer.save_state()
     return output
