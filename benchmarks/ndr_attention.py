@@ -2,13 +2,15 @@
 """Geometric attention against softmax attention (SDPA): time and peak memory, per call and end to end.
 
 Attention mode (default): the same queries, keys and values (batch 8, 4 heads, d_head 32) through
-- geometric (fused): `geometric_attention`, the C++ kernel on CPU (in training it keeps the weights for backward);
+- geometric (fused): `geometric_attention`, the C++ kernel on CPU (in training it keeps the weights for backward),
+  the Triton kernels on CUDA (linear memory: no N x N tensor, in training either);
 - geometric (PyTorch): logits -> `geometric_attention_weights` -> weights @ values, the fallback path;
-- softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`;
+- softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`; on CUDA held to its FlashAttention backend for
+  bfloat16 and float16 inputs;
 forward + backward, medians of interleaved repetitions in this process (each kind at each thread count in turn: a
 noisy machine slows all alike). Peak memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch
-profiler's allocation events. It is also given against the size of one fp32 score tensor (batch x heads x N x N x 4
-bytes).
+profiler's allocation events. It is given against SDPA's and against the size of one fp32 score tensor (batch x heads
+x N x N x 4 bytes).
 
 End-to-end mode (`--end_to_end`): one NDR training step (forward + backward) at the hub configs' shapes (CTL: 16
 tokens, ListOps: 50 tokens) for the NDR (geometric attention, fused and PyTorch) against the same model with softmax
@@ -16,11 +18,11 @@ attention and relative or absolute positions, and evaluation (forward only) at 2
 
     python benchmarks/ndr_attention.py                    # N = 16, 64, 256, 1024
     python benchmarks/ndr_attention.py --end_to_end
-    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024 4096
+    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16   # N = 16, 64, 256, 1024, 4096, 8192
     python benchmarks/ndr_attention.py --end_to_end --device cuda --dtype bfloat16 --train_batch_size 512
 
-On CUDA the fused rows are the Triton kernel; `--dtype bfloat16` runs end to end under bf16 autocast, as training with
-`--bf16` does (geometric attention itself computes in fp32 there).
+On CUDA the fused rows are the Triton kernels (bf16 inputs enter their products as they are; everything else is fp32);
+`--dtype bfloat16` runs end to end under bf16 autocast, as training with `--bf16` does.
 """
 
 import argparse
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import torch
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from lengthgen.modeling import NDRConfig, NDRForSequenceClassification
 from lengthgen.modeling.ndr import geometric_attention, geometric_attention_cpu, geometric_attention_weights
@@ -62,6 +65,9 @@ def pytorch(q, k, v):  # in the inputs' dtype, as the model's fallback under aut
 
 
 def softmax(q, k, v):
+    if q.device.type == "cuda" and q.dtype in (torch.float16, torch.bfloat16):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v)
     return F.scaled_dot_product_attention(q, k, v)
 
 
@@ -142,6 +148,7 @@ def measure(args, counts: list[int]) -> dict:
                 "peak_bytes": memory,
                 "fp32_score_tensor_bytes": score_bytes,
                 "time_ratio": {kind: seconds[kind] / seconds[base] for kind in kinds if kind != base},
+                "memory_ratio": {kind: memory[kind] / max(memory[base], 1) for kind in kinds if kind != base},
                 "memory_over_score_tensor": {kind: memory[kind] / score_bytes for kind in kinds},
             }
     return results
@@ -241,7 +248,8 @@ def overrides(text: str) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64, 256, 1024])
+    parser.add_argument("--lengths", type=int, nargs="+",
+                        help="sequence lengths (default: 16 64 256 1024 on a CPU, up to 8192 on CUDA)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--head_size", type=int, default=32)
@@ -261,6 +269,8 @@ def main(argv=None):
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    if args.lengths is None:
+        args.lengths = [16, 64, 256, 1024] + ([4096, 8192] if args.device.startswith("cuda") else [])
     counts = list(dict.fromkeys(args.threads or [1, torch.get_num_threads()]))
     kernel = args.device == "cpu" and geometric_attention_cpu.load() is not None
     print(f"fused CPU kernel: {'built for ' + geometric_attention_cpu.native_isa() if kernel else 'not available (the fused rows run the PyTorch path)'}")
@@ -292,14 +302,16 @@ def report(args, results: dict, threads: int):
             print(f"{case}: {row}")
         return
     print(f"{threads} thread(s): forward + backward, batch {args.batch_size}, {args.heads} heads, d_head "
-          f"{args.head_size}, {args.device} {args.dtype}, median of {args.repeats}; memory in MiB (x one fp32 score "
-          "tensor)")
+          f"{args.head_size}, {args.device} {args.dtype}, median of {args.repeats}; peak memory in MiB, against SDPA's "
+          "(and x one fp32 score tensor)")
     for n, r in results.items():
         cells = []
         for kind, s in r["seconds"].items():
             ratio = f" = {r['time_ratio'][kind]:.2f}x SDPA" if kind in r["time_ratio"] else ""
             mib = r["peak_bytes"][kind] / 2**20
-            cells.append(f"{kind} {s * 1e3:.2f} ms{ratio}, {mib:.1f} MiB ({r['memory_over_score_tensor'][kind]:.2f}x)")
+            memory = f" = {r['memory_ratio'][kind]:.2f}x SDPA" if kind in r["memory_ratio"] else ""
+            cells.append(f"{kind} {s * 1e3:.2f} ms{ratio}, {mib:.1f} MiB{memory} "
+                         f"({r['memory_over_score_tensor'][kind]:.2f}x)")
         print(f"N={n}: " + "; ".join(cells))
 
 

@@ -260,8 +260,10 @@ def test_attention_bad_input_raises():
 
 
 def test_triton_kernel_under_the_interpreter():
-    """The CUDA (Triton) kernel's values and gradients, run on this CPU by Triton's interpreter in a subprocess
-    (tests/triton_interpreter_checks.py). Its speed needs a GPU and is not measured here."""
+    """The CUDA (Triton) kernels' values and gradients against the PyTorch path in float64, run on this CPU by Triton's
+    interpreter in a subprocess (tests/triton_interpreter_checks.py): lengths below, at and past several blocks of 16
+    rows, padding, normalisation, direction bias, several heads, float64, float32 and bfloat16 inputs. Their speed and
+    memory need a GPU and are not measured here."""
     import os
     import subprocess
 

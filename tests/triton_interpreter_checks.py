@@ -1,14 +1,20 @@
-"""The Triton kernel of geometric attention run by Triton's interpreter on the CPU (TRITON_INTERPRET=1 must be set
+"""The Triton kernels of geometric attention run by Triton's interpreter on the CPU (TRITON_INTERPRET=1 must be set
 before triton is imported, hence a script of its own, run by test_ndr_geometric_attention.py in a subprocess), or
 compiled on a CUDA GPU when run there without TRITON_INTERPRET (`python tests/triton_interpreter_checks.py`).
 
-Checks forward values against Eq. 5.7-5.8 written out with loops, and every gradient against autograd through the
-PyTorch path in float64, with padding, direction bias, normalised and not."""
+Checks values and the gradients of query, key, value and the direction bias against the PyTorch path in float64
+(autograd through `geometric_attention_weights`), and the values against Eq. 5.7-5.8 written out with loops at the
+smallest lengths: lengths of one position, of less than, exactly and several times the kernels' block of rows and
+distances (with a short last block), with and without padding (a suffix, holes, a matrix all padding), normalised
+and not, with and without direction bias, several heads, float64 (to rounding), float32 and bfloat16 inputs (as close
+as their precision allows). The interpreter runs blocks of 16; compiled, the default block runs too, and longer
+sequences, and `geometric_attention` itself (which picks the kernel on CUDA)."""
 
 import os
 import sys
+import time
 
-import torch  # noqa: E402
+import torch
 
 DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 assert DEVICE == "cpu" or torch.cuda.is_available(), "run with TRITON_INTERPRET=1 where there is no CUDA GPU"
@@ -20,38 +26,117 @@ from lengthgen.modeling.ndr.geometric_attention import geometric_attention  # no
 from lengthgen.modeling.ndr.geometric_attention_triton import TritonGeometricAttention  # noqa: E402
 
 geometric_module = sys.modules["lengthgen.modeling.ndr.geometric_attention"]
+uses_triton = geometric_module.triton_available
 geometric_module.load_cpu_kernel = geometric_module.triton_available = lambda: None  # the reference: the PyTorch path
 
 
-def triton_attention(query, key, value, mask, normalize, bias, scale):
+def triton_attention(query, key, value, mask, normalize, bias, scale, block=None):
+    """The kernel on `(..., N, D)` inputs flattened as `geometric_attention` flattens them; the output in the compute
+    precision (the checks cast it to the inputs' dtype before the loss, as `geometric_attention` does)."""
     *batch, n, _ = query.shape
     flat = lambda x: x.reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
     real = mask.expand(*batch, n).reshape(-1, n).contiguous() if mask is not None else None
     out = TritonGeometricAttention.apply(
-        flat(query), flat(key), flat(value), scale, flat(bias) if bias is not None else None, real, normalize
+        flat(query), flat(key), flat(value), scale, flat(bias) if bias is not None else None, real, normalize, block
     )
     return out.view(*batch, n, value.shape[-1])
 
 
-g = torch.Generator().manual_seed(0)
-cases = [(7, True, True), (6, False, False), (1, True, False)] + ([(130, True, True)] if DEVICE == "cuda" else [])
-for n, normalize, padded in cases:
-    query, key = (torch.randn(1, 2, n, 4, generator=g, dtype=torch.float64) * 1.5 for _ in range(2))
-    value = torch.randn(1, 2, n, 3, generator=g, dtype=torch.float64)
-    bias = torch.randn(1, 2, n, 2, generator=g, dtype=torch.float64)
-    mask = (torch.arange(n) < max(1, n - 3))[None, None, :] if padded else None
-    expected = direct_geometric_attention_output(query, key, value, mask, normalize, bias, scale=0.8)
-    weights = torch.randn(1, 2, n, 3, generator=g, dtype=torch.float64)
-    query, key, value, bias, weights, expected = (t.to(DEVICE) for t in (query, key, value, bias, weights, expected))
+def padding(kind, shape, n, g):
+    if kind is None:
+        return None
+    if kind == "suffix":  # a length per batch row, the last one 0: a matrix with no source at all
+        lengths = torch.tensor([n, max(1, n - 5), 0][: shape[0]])
+        return (torch.arange(n)[None, :] < lengths[:, None])[:, None, :]
+    return torch.rand(shape[0], 1, n, generator=g) > 0.3  # holes anywhere
+
+
+def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=False):
+    g = torch.Generator().manual_seed(n)
+    d_k, d_v = 5, 3
+    query, key = (torch.randn(*batch, n, d_k, generator=g, dtype=torch.float64) * 1.5 for _ in range(2))
+    value = torch.randn(*batch, n, d_v, generator=g, dtype=torch.float64)
+    bias = torch.randn(*batch, n, 2, generator=g, dtype=torch.float64) if with_bias else None
+    mask = padding(mask_kind, batch, n, g)
+    weights = torch.randn(*batch, n, d_v, generator=g, dtype=torch.float64)
+    query, key, value = (t.to(dtype).to(torch.float64) for t in (query, key, value))  # the inputs as `dtype` holds them
+    tensors = [t.to(DEVICE) if t is not None else None for t in (query, key, value, bias, weights)]
     mask = mask.to(DEVICE) if mask is not None else None
-    grads = []
-    for fn in (triton_attention, geometric_attention):
-        inputs = [t.clone().requires_grad_() for t in (query, key, value, bias)]
-        out = fn(*inputs[:3], mask, normalize, inputs[3], 0.8)
-        (out * weights).sum().backward()
-        grads.append([t.grad for t in inputs])
-        error = (out.detach() - expected).abs().max().item()
-        assert error <= 1e-10, (fn.__name__, n, error)
-    for name, a, b in zip(("query", "key", "value", "direction_bias"), *grads):
-        assert (a - b).abs().max().item() <= 1e-10, (name, n, (a - b).abs().max().item())
-print(f"triton kernel ({DEVICE}): values and gradients agree")
+    results = []
+    for run in ("triton", "reference"):
+        inputs = [t.clone().to(dtype if run == "triton" and i < 3 else torch.float64).requires_grad_()
+                  if t is not None else None for i, t in enumerate(tensors[:4])]
+        if run == "triton":
+            out = triton_attention(*inputs[:3], mask, normalize, inputs[3], 0.8, block)
+        else:
+            out = geometric_attention(*inputs[:3], mask, normalize, inputs[3], 0.8)
+        (out.to(dtype).double() * tensors[4]).sum().backward()
+        results.append([out.detach().double()] + [t.grad.double() for t in inputs if t is not None])
+    if loops:
+        expected = direct_geometric_attention_output(query, key, value, mask, normalize, bias, scale=0.8)
+        error = (results[1][0].cpu() - expected).abs().max().item()
+        assert error <= 1e-10, ("PyTorch path against the loops", n, error)
+    tolerance = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 1e-2}[dtype]
+    names = ["output", "query", "key", "value"] + (["direction_bias"] if with_bias else [])
+    for name, got, exact in zip(names, *results):
+        assert got.dtype == exact.dtype and got.shape == exact.shape
+        error = ((got - exact).abs().max() / exact.abs().max().clamp_min(1e-30)).item()
+        # a bfloat16 input's output is checked in float32, before the cast
+        bound = 1e-4 if name == "output" and dtype == torch.bfloat16 else tolerance
+        assert error <= bound, (name, n, normalize, mask_kind, with_bias, dtype, block, error)
+
+
+def check_errors():
+    q = torch.zeros(1, 4, 8, device=DEVICE)
+    for args, match in [((q, q, q.double()), "share one dtype"), ((q.half(), q.half(), q.half()), "share one dtype")]:
+        try:
+            TritonGeometricAttention.apply(*args, 1.0, None, None, False)
+        except ValueError as error:
+            assert match in str(error), error
+        else:
+            raise AssertionError(f"no error for {match}")
+    try:
+        TritonGeometricAttention.apply(q, q, q, 1.0, None, None, False, 24)
+    except ValueError as error:
+        assert "power of two" in str(error)
+    else:
+        raise AssertionError("no error for block 24")
+
+
+start = time.perf_counter()
+check_errors()
+cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops
+    (1, True, None, True, torch.float64, 16, (2, 2), True),
+    (7, True, "suffix", True, torch.float64, 16, (3, 2), True),
+    (16, False, "holes", False, torch.float64, 16, (2, 2), False),
+    (33, True, "suffix", True, torch.float64, 16, (3, 1), False),
+    (70, False, "holes", True, torch.float64, 16, (1, 2), False),
+    (45, True, "holes", True, torch.float32, 16, (2, 1), False),
+    (38, False, "suffix", True, torch.bfloat16, 16, (2, 1), False),
+    (29, True, None, False, torch.bfloat16, 16, (1, 2), False),
+]
+if DEVICE == "cuda":  # compiled: the default block, and lengths the interpreter is too slow for
+    cases += [(n, normalize, mask, True, dtype, block, (2, 3), False)
+              for n in (130, 1000) for normalize, mask in ((True, "suffix"), (False, "holes"))
+              for dtype in (torch.float64, torch.float32, torch.bfloat16) for block in (None, 64)]
+for case in cases:
+    check(*case)
+
+if DEVICE == "cuda":  # geometric_attention itself takes the kernel on CUDA (here with the default block)
+    geometric_module.triton_available = uses_triton
+    g = torch.Generator().manual_seed(5)
+    tensors = [torch.randn(2, 4, 300, 32, generator=g).to(DEVICE) for _ in range(3)]
+    for dtype in (torch.float32, torch.bfloat16):
+        inputs = [t.to(dtype).requires_grad_() for t in tensors]
+        out = geometric_attention(*inputs, None, True)
+        assert out.dtype == dtype
+        out.float().sum().backward()
+        reference = [t.detach().double().requires_grad_() for t in inputs]
+        geometric_module.triton_available = lambda: None
+        exact = geometric_attention(*reference, None, True)
+        exact.sum().backward()
+        geometric_module.triton_available = uses_triton
+        for got, want in zip([out] + [t.grad for t in inputs], [exact] + [t.grad for t in reference]):
+            error = ((got.double() - want).abs().max() / want.abs().max()).item()
+            assert error <= (2e-5 if dtype == torch.float32 else 1e-2), (dtype, error)
+print(f"triton kernel ({DEVICE}): values and gradients agree ({len(cases)} cases, {time.perf_counter() - start:.0f} s)")

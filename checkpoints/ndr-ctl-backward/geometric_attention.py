@@ -12,9 +12,10 @@ Computed in log space with one cumulative sum per row: O(N^2) time, never the O(
 Two entry points:
 - `geometric_attention(query, key, value, ...)` returns A @ value, what the NDR's attention layer needs. On CPU it
   runs the fused C++ kernel of `geometric_attention_cpu.py` (built on first use; it makes the logits a block of
-  rows at a time, and it keeps A for backward only when a gradient is needed); on CUDA
-  the Triton kernel of `geometric_attention_triton.py` when Triton is installed; otherwise, or where the C++ kernel
-  cannot be built, the PyTorch path below. All compute the same function.
+  rows at a time, and it keeps A for backward only when a gradient is needed); on CUDA the Triton kernels of
+  `geometric_attention_triton.py` when Triton is installed (they walk each row outward by distance and keep no
+  (N, N) tensor, in training either: linear memory, as FlashAttention); otherwise, or where the C++ kernel cannot be
+  built, the PyTorch path below. All compute the same function.
 - `geometric_attention_weights(logits, ...)` returns A itself (for `output_attentions` and plots): PyTorch, with a
   hand-written backward pass (`GeometricAttentionFunction`) and index tensors cached per (length, device).
 """
@@ -25,6 +26,7 @@ import torch
 from torch.nn import functional as F
 
 from .geometric_attention_cpu import load as load_cpu_kernel
+from .geometric_attention_triton import DTYPES as TRITON_DTYPES
 from .geometric_attention_triton import TritonGeometricAttention
 from .geometric_attention_triton import available as triton_available
 
@@ -76,8 +78,13 @@ def geometric_attention(
         if key_padding_mask is not None:
             real = key_padding_mask.expand(*batch, n).reshape(-1, n).contiguous()
         bias = flat(direction_bias) if direction_bias is not None else None
-        if use_triton:
-            context = TritonGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize)
+        if use_triton:  # bfloat16 goes in as it is (the kernel computes in float32); float16 or mixed dtypes: float32
+            kept = query.dtype == key.dtype == value.dtype and value.dtype in TRITON_DTYPES
+            dtype = value.dtype if kept else compute
+            as_is = lambda x: x.to(dtype).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
+            context = TritonGeometricAttention.apply(
+                as_is(query), as_is(key), as_is(value), scale, bias, real, normalize
+            )
         else:
             context = FusedGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel)
         return context.view(*batch, n, value.shape[-1]).to(value.dtype)

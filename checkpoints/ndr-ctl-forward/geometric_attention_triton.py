@@ -1,14 +1,66 @@
-"""Geometric attention on CUDA: one Triton program per row of Eq. 5.7-5.8, the products on cuBLAS.
+"""Geometric attention on CUDA in linear memory: Triton kernels that walk each row outward by distance, as
+FlashAttention walks key tiles (Dao, "FlashAttention-2", arXiv:2307.08691), and never hold an (N, N) tensor.
 
-Forward: logits = scale * q k^T (cuBLAS), then per row one program makes the direction bias, log-sigmoids, the prefix
-sum (`tl.cumsum`), the mirror-column differences (a gather from the row's own scratch in global memory) and the
-weights; context = weights @ v. Backward recomputes a row's weights from its logits and runs the same steps in
-reverse (a reversed `tl.cumsum`). It keeps the logits and the weights, two (..., N, N) tensors, and one more for their
-gradient in backward, where the CPU kernel keeps none.
+The weights (Csordás, Irie and Schmidhuber, "The Neural Data Router", arXiv:2110.07732; thesis Eq. 5.7-5.8), with
+P = sigmoid(x) and x[i, j] = scale * q_i . k_j + direction_bias[i, 0 if j >= i else 1]:
 
-Its correctness is tested on the CPU with Triton's interpreter (`TRITON_INTERPRET=1`, tests/test_ndr_geometric_attention.py)
-against the PyTorch path, and compiled on a CUDA GPU by tests/triton_interpreter_checks.py; its speed is in docs/results/speed.md.
-Used by `geometric_attention` for CUDA tensors when Triton is installed.
+    A[i, j] = P[i, j] * prod_{k in S(i, j)} (1 - P[i, k]),    A[i, i] = 0,
+
+S(i, j) the sources closer to i than j, the right one first at equal distance. In distance coordinates of row i,
+with the running sums of log(1 - P) = logsigmoid(-x) to the right and to the left (a source outside the sequence or
+padded adds 0 and has P = 0)
+
+    cR(d) = sum_{e=1..d} log(1 - P[i, i + e]),    cL(d) = sum_{e=1..d} log(1 - P[i, i - e]),
+
+the order of closeness is i + 1, i - 1, i + 2, i - 2, ..., so
+
+    log A[i, i + d] = logsigmoid(x[i, i + d]) + cR(d - 1) + cL(d - 1),
+    log A[i, i - d] = logsigmoid(x[i, i - d]) + cR(d)     + cL(d - 1).
+
+Forward. One program per (matrix, tile of BLOCK query rows i0 .. i0 + BLOCK - 1) walks distance blocks
+d in [1 + t BLOCK, 1 + (t + 1) BLOCK), t = 0, 1, ..., carrying cR and cL per row (two numbers). The right sources of a
+block lie in two key tiles, the near one starting at i0 + t BLOCK and the far one at i0 + (t + 1) BLOCK; the left ones
+in the tiles starting at i0 - t BLOCK and i0 - (t + 1) BLOCK. The scores of those tiles come from `tl.dot`; a gather
+along the key axis (`tl.gather`) skews them into distance coordinates (row r finds distance d at column r + d - t BLOCK
+of the right tiles taken together, and at column r - (d - t BLOCK) of the left ones, counted from the near tile's
+start), where `tl.cumsum` along the distance makes cR and cL; the weights are gathered back into key coordinates and
+multiply the values' tiles. The far tile of step t is the near tile of step t + 1, so its weights wait one step and
+each key tile is multiplied once per side. A step computes both sides, masked where one has run out of sources, up
+to the tile's farthest distance. With `normalize` the row sums T[i] = sum_j A[i, j] divide the output at the end
+(F.normalize's floor 1e-12). Memory beyond the inputs: the output in the compute precision and T.
+
+Backward. With g[i, j] = s_i (dO_i . v_j - c_i) the gradient of the unnormalised A (s = 1, c = 0 without
+normalisation; s = 1 / T and c = dO_i . out_i with it) and G = g * A the gradient of log A, the logits' gradient is
+
+    dx[i, k] = G[i, k] (1 - P[i, k]) - P[i, k] F[i, k],    F[i, k] = sum of G[i, j] over the sources j farther than k,
+
+since log A[i, j] holds logsigmoid(x[i, j]) (derivative 1 - P) and log(1 - P[i, k]) (derivative -P) for every k
+closer than j. With the tie rule F[i, i + d] = Σ - GR(<= d) - GL(< d) and F[i, i - d] = Σ - GR(<= d) - GL(<= d), where
+GR, GL are the running sums of G over right and left distances and Σ = sum_j G[i, j] = dO_i . out_i - c_i (zero with
+normalisation), known before the walk as FlashAttention's rowsum(dO * O) is. Backward therefore walks the distance
+blocks in the forward's order, recomputing the logits, cR, cL and A exactly as forward does, and carries GR and GL.
+Walking from far to near instead, to sum F directly, would need cR and cL at the far end and subtract from them:
+their magnitude grows with N (thousands at N = 4,096) while log A needs them to about 1e-7, so the near weights, which
+carry the gradient, would lose several digits. Subtracting in G instead costs at most about eps * sum_j |G[i, j]|
+<= eps * max_j |g[i, j]| (A sums to at most 1 per row), FlashAttention's own bound.
+
+The query gradient is made in the program; the key and value gradients, dK_j = scale * sum_i dx[i, j] q_i and
+dV_j = sum_i s_i A[i, j] dO_i, gather contributions from every query tile, and a key-tile-major pass (FlashAttention-2's
+choice) cannot make them: dx[i, j] and A[i, j] depend on row i's running sums at distance |i - j|, which only a walk of
+row i from distance 1 has. So each program adds its contribution to one key tile per side and step with `tl.atomic_add`
+(float32, or float64) once that tile is complete for its rows (the far tile's part waits one step, as in forward):
+2 N / BLOCK additions of a (BLOCK, d_head) tile per key, not deterministic in the order of the sums. Memory beyond
+the inputs: c, s and Σ per row, and float32 (float64) buffers for the gradients, O(N d_head) per matrix.
+
+Precision. bfloat16 inputs go into the products as they are (their products are exact in float32, on tensor cores);
+everything else is float32, and a float32 factor (the weights, dx) of a product with a bfloat16 tile enters as two
+bfloat16 terms, hi = round(a) and lo = round(a - hi), which keeps about 16 bits of it. float32 and float64 inputs use
+IEEE products in their own precision (float16 inputs are computed as float32 by `geometric_attention`).
+
+Its correctness is tested on the CPU with Triton's interpreter (`TRITON_INTERPRET=1`,
+tests/test_ndr_geometric_attention.py) against the PyTorch path in float64, and compiled on a CUDA GPU by
+tests/triton_interpreter_checks.py; benchmarks/ndr_attention.py measures its time and memory against SDPA.
+Used by `geometric_attention` for CUDA tensors when Triton (with `tl.gather`, 3.2 or later) is installed.
 """
 
 import torch
@@ -19,128 +71,370 @@ try:
 except ImportError:  # CPU-only installs: geometric_attention uses the C++ kernel or the PyTorch path
     triton = None
 
+BLOCK = 32  # query rows per program, distances per step and keys per tile
+NUM_WARPS = 8  # at BLOCK = 32, compiled for an H100 (sm_90): forward without register spills, backward a few spilled
+_EPS = 1e-12  # F.normalize's floor on the L1 norm
+DTYPES = (torch.bfloat16, torch.float32, torch.float64)
+
 
 def available() -> bool:
-    return triton is not None
+    return triton is not None and hasattr(tl, "gather")
 
 
 if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set before this module is imported)
 
     @triton.jit
-    def row_weights(L, BIAS, REAL, scratch, row, n, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
-                    BLOCK: tl.constexpr):
-        """Row i of Eq. 5.7-5.8: (A[i, :] unnormalised, log P[i, :], the mask of real sources). `scratch` (N
-        entries of global memory) holds the row's prefix sums for the gather at the mirror columns."""
-        b = row // n
-        i = row % n
-        j = tl.arange(0, BLOCK)
-        inside = j < n
-        x = tl.load(L + row * n + j, mask=inside, other=0.0)
-        if HAS_BIAS:
-            x = x + tl.where(j >= i, tl.load(BIAS + row * 2), tl.load(BIAS + row * 2 + 1))
-        real = inside & (j != i)
+    def _softplus_neg_abs(x):
+        """log(1 + exp(-|x|)), accurate where exp(-|x|) is below the resolution of 1 (log1p by Goldberg's trick)."""
+        u = tl.exp(-tl.abs(x))
+        w = 1.0 + u
+        one = w == 1.0
+        return tl.where(one, u, tl.log(w) * (u / tl.where(one, 1.0, w - 1.0)))
+
+    @triton.jit
+    def _tile(X, base, start, n, width, c, w):
+        """Rows start .. start + BLOCK - 1 of an (n, width) matrix at X + base; zeros outside it."""
+        rows = start + c
+        inside = ((rows >= 0) & (rows < n))[:, None] & (w < width)[None, :]
+        return tl.load(X + base + rows[:, None] * width + w[None, :], mask=inside, other=0.0)
+
+    @triton.jit
+    def _add_tile(X, base, start, n, width, c, w, value):
+        rows = start + c
+        inside = ((rows >= 0) & (rows < n))[:, None] & (w < width)[None, :]
+        tl.atomic_add(X + base + rows[:, None] * width + w[None, :], value, mask=inside, sem="relaxed")
+
+    @triton.jit
+    def _dot16(a, b, WIDEN: tl.constexpr):
+        """a @ b of bfloat16 tiles, accumulated in float32. WIDEN: as float32 tiles, which gives the same sums (the
+        products of bfloat16 numbers are exact in float32) where bfloat16 products are not available."""
+        if WIDEN:
+            return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        else:
+            return tl.dot(a, b)
+
+    @triton.jit
+    def _product(a, b, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr):
+        """a @ b, a in the compute precision, b in the inputs' dtype. SPLIT (bfloat16 inputs): a as hi + lo."""
+        if SPLIT:
+            hi = a.to(b.dtype)
+            lo = (a - hi.to(a.dtype)).to(b.dtype)
+            return _dot16(hi, b, WIDEN) + _dot16(lo, b, WIDEN)
+        else:
+            return tl.dot(a.to(b.dtype), b, input_precision=PRECISION)
+
+    @triton.jit
+    def _inputs_product(a, b, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr):
+        """a @ b^T, both in the inputs' dtype (exact products for bfloat16, accumulated in float32)."""
+        if SPLIT:
+            return _dot16(a, tl.trans(b), WIDEN)
+        else:
+            return tl.dot(a, tl.trans(b), input_precision=PRECISION)
+
+    @triton.jit
+    def _to_distance(near, far, r, e, SIGMA: tl.constexpr, BLOCK: tl.constexpr):
+        """out[r, e]: the entry of row r at distance 1 + t BLOCK + e on side SIGMA (+1 right, -1 left), found at
+        column r + SIGMA (e + 1) of the near key tile, or of the far one shifted by SIGMA BLOCK."""
+        col = r[:, None] + SIGMA * (e[None, :] + 1)
+        in_near = (col >= 0) & (col < BLOCK)
+        from_near = tl.gather(near, tl.minimum(tl.maximum(col, 0), BLOCK - 1), 1)
+        from_far = tl.gather(far, tl.minimum(tl.maximum(col - SIGMA * BLOCK, 0), BLOCK - 1), 1)
+        return tl.where(in_near, from_near, from_far)
+
+    @triton.jit
+    def _to_keys(x, r, c, SIGMA: tl.constexpr, BLOCK: tl.constexpr, FAR: tl.constexpr):
+        """The inverse of `_to_distance` for one key tile (the near or the far one): zero at the keys whose
+        distance from row r falls outside this block of distances."""
+        e = SIGMA * (c[None, :] - r[:, None]) - 1
+        if FAR:
+            e = e + BLOCK
+        inside = (e >= 0) & (e < BLOCK)
+        return tl.where(inside, tl.gather(x, tl.minimum(tl.maximum(e, 0), BLOCK - 1), 1), 0.0)
+
+    @triton.jit
+    def _logits(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias, r, e, c, kw, SIGMA: tl.constexpr,
+                HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+                BLOCK: tl.constexpr):
+        """Logits of the query tile at distances 1 + t BLOCK + e on side SIGMA, in distance coordinates, whether
+        each is a real source, and the two key tiles they came from."""
+        near = i0 + SIGMA * t * BLOCK
+        k_near = _tile(K, kbase, near, n, d_k, c, kw)
+        k_far = _tile(K, kbase, near + SIGMA * BLOCK, n, d_k, c, kw)
+        s_near = _inputs_product(q, k_near, SPLIT, PRECISION, WIDEN)
+        s_far = _inputs_product(q, k_far, SPLIT, PRECISION, WIDEN)
+        scores = _to_distance(s_near, s_far, r, e, SIGMA, BLOCK)
+        x = scores * scale + bias[:, None]
+        j = (i0 + r)[:, None] + SIGMA * (1 + t * BLOCK + e)[None, :]
+        real = ((i0 + r) < n)[:, None] & (j >= 0) & (j < n)
         if HAS_MASK:
-            real = real & (tl.load(REAL + b * n + j, mask=inside, other=0) != 0)
-        softplus = tl.log(1.0 + tl.exp(-tl.abs(x)))
-        log_p = tl.minimum(x, 0.0) - softplus
-        log_not_p = tl.where(real, tl.minimum(-x, 0.0) - softplus, 0.0)
-        inclusive = tl.cumsum(log_not_p, 0)  # prefix[j + 1]
-        exclusive = inclusive - log_not_p  # prefix[j]
-        tl.debug_barrier()
-        tl.store(scratch + j, inclusive, mask=inside)
-        tl.debug_barrier()
-        mirror = tl.minimum(tl.maximum(2 * i + 1 - j, 0), n)
-        at_mirror = tl.load(scratch + mirror - 1, mask=inside & (mirror > 0), other=0.0)  # prefix[mirror]
-        closer = tl.where(j > i, exclusive - at_mirror, at_mirror - inclusive)
-        w = tl.where(real, tl.exp(closer + log_p), 0.0)
-        tl.debug_barrier()
-        return w, log_p, real
+            real = real & (tl.load(REAL + mbase + j, mask=real, other=0) != 0)
+        return x, real, k_near, k_far
 
     @triton.jit
-    def forward_rows(L, W, BIAS, REAL, TOTALS, n, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
-                     NORMALIZE: tl.constexpr, BLOCK: tl.constexpr):
-        row = tl.program_id(0)  # b * n + i
-        j = tl.arange(0, BLOCK)
-        out = W + row * n  # the output row is also the scratch
-        w, _, _ = row_weights(L, BIAS, REAL, out, row, n, HAS_BIAS, HAS_MASK, BLOCK)
-        total = tl.sum(w, 0)
-        tl.store(TOTALS + row, total)
-        if NORMALIZE:
-            w = w / tl.maximum(total, 1e-12)
-        tl.store(out + j, w, mask=j < n)
+    def _weights(x_r, real_r, x_l, real_l, c_right, c_left):
+        """A at one block of distances on both sides (unnormalised), log P, log(1 - P) (0 at non-sources), and
+        the running sums cR, cL carried past the block."""
+        softplus_r = _softplus_neg_abs(x_r)
+        softplus_l = _softplus_neg_abs(x_l)
+        log_p_r = tl.minimum(x_r, 0.0) - softplus_r
+        log_p_l = tl.minimum(x_l, 0.0) - softplus_l
+        log_q_r = tl.where(real_r, tl.minimum(-x_r, 0.0) - softplus_r, 0.0)
+        log_q_l = tl.where(real_l, tl.minimum(-x_l, 0.0) - softplus_l, 0.0)
+        right = c_right[:, None] + tl.cumsum(log_q_r, 1)  # cR(d)
+        left_before = c_left[:, None] + tl.cumsum(log_q_l, 1) - log_q_l  # cL(d - 1)
+        a_r = tl.where(real_r, tl.exp(log_p_r + (right - log_q_r) + left_before), 0.0)
+        a_l = tl.where(real_l, tl.exp(log_p_l + right + left_before), 0.0)
+        return a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right + tl.sum(log_q_r, 1), c_left + tl.sum(log_q_l, 1)
 
     @triton.jit
-    def backward_rows(L, G, BIAS, REAL, TOTALS, GRAD_BIAS, n, HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
-                      NORMALIZE: tl.constexpr, BLOCK: tl.constexpr):
-        """G: the gradient of the returned weights on entry, the logits' gradient on exit (also the row's scratch)."""
-        row = tl.program_id(0)
-        i = row % n
-        j = tl.arange(0, BLOCK)
-        inside = j < n
-        grad_row = G + row * n
-        grad = tl.load(grad_row + j, mask=inside, other=0.0)
-        w, log_p, real = row_weights(L, BIAS, REAL, grad_row, row, n, HAS_BIAS, HAS_MASK, BLOCK)
-        if NORMALIZE:  # A_hat = A / T: dL/dA = (dL/dA_hat - sum_k dL/dA_hat_k A_hat_k) / T
-            total = tl.load(TOTALS + row)
-            t = tl.maximum(total, 1e-12)
-            dot = tl.sum(grad * w, 0) / t
-            dot = tl.where(total <= 1e-12, 0.0, dot)
-            grad = (grad - dot) / t
-        gz = grad * w  # gradient of z = log A
-        tl.store(grad_row + j, gz, mask=inside)
-        tl.debug_barrier()
-        # gradient of prefix[c] at lane k = c - 1 (see the C++ kernel): direct term and mirror term m = 2i + 1 - c
-        c = j + 1
-        next_gz = tl.load(grad_row + c, mask=c < n, other=0.0)  # gz[c]
-        m = 2 * i + 1 - c
-        at_m = tl.load(grad_row + m, mask=inside & (m >= 0) & (m < n), other=0.0)
-        grad_prefix = tl.where(c <= i, -gz - at_m, next_gz + at_m)
-        beyond = tl.sum(tl.where((j <= 2 * i + 1 - n) & (j < i), gz, 0.0), 0)  # left sources reading prefix[N]
-        grad_prefix = tl.where(c == n, beyond, grad_prefix)
-        grad_prefix = tl.where(inside, grad_prefix, 0.0)
-        grad_log_not_p = tl.where(real, tl.cumsum(grad_prefix, 0, reverse=True), 0.0)
-        p = tl.exp(log_p)
-        grad_x = gz * (1.0 - p) - grad_log_not_p * p
-        tl.debug_barrier()
-        tl.store(grad_row + j, grad_x, mask=inside)
+    def _query_tile(Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
+                    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+        """The program's first row i0, its rows (as offsets r and indices), where its matrix starts in the (M, N,
+        d_k), (M, N, d_v) and (M, N) tensors; its rows' queries and direction biases (0 without); the scale (in the
+        compute precision: a Python float argument would be float32); the distance blocks up to the farthest source
+        of any of its rows."""
+        pid = tl.program_id(0)
+        m = (pid // tiles).to(tl.int64)
+        i0 = (pid % tiles) * BLOCK
+        r = tl.arange(0, BLOCK)
+        rows = i0 + r
+        q = _tile(Q, m * n * d_k, i0, n, d_k, r, tl.arange(0, BLOCK_K))
+        bias_r = tl.zeros([BLOCK], COMPUTE)
+        bias_l = tl.zeros([BLOCK], COMPUTE)
         if HAS_BIAS:
-            tl.store(GRAD_BIAS + row * 2, tl.sum(tl.where(inside & (j >= i), grad_x, 0.0), 0))
-            tl.store(GRAD_BIAS + row * 2 + 1, tl.sum(tl.where(j < i, grad_x, 0.0), 0))
+            bias_r = tl.load(BIAS + (m * n + rows) * 2, mask=rows < n, other=0.0).to(COMPUTE)
+            bias_l = tl.load(BIAS + (m * n + rows) * 2 + 1, mask=rows < n, other=0.0).to(COMPUTE)
+        steps = tl.cdiv(tl.maximum(n - 1 - i0, tl.minimum(i0 + BLOCK, n) - 1), BLOCK)
+        return i0, r, rows, m * n * d_k, m * n * d_v, m * n, q, bias_r, bias_l, tl.load(SCALE), steps
 
+    @triton.jit
+    def _step(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, r, kw,
+              HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+              BLOCK: tl.constexpr):
+        """Distance block t of both sides: `_weights`' results, which entries are sources, and the near key tiles."""
+        x_r, real_r, k_r, _ = _logits(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, r, r, r, kw, 1,
+                                      HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+        x_l, real_l, k_l, _ = _logits(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_l, r, r, r, kw, -1,
+                                      HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+        a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right, c_left = _weights(x_r, real_r, x_l, real_l,
+                                                                                 c_right, c_left)
+        return a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right, c_left, real_r, real_l, k_r, k_l
+
+    @triton.jit
+    def _forward_kernel(Q, K, V, BIAS, REAL, OUT, TOTALS, SCALE, n, d_k, d_v, tiles,
+                        HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, NORMALIZE: tl.constexpr,
+                        SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
+                        BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
+        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps = _query_tile(
+            Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
+        live = rows < n
+        kw = tl.arange(0, BLOCK_K)
+        vw = tl.arange(0, BLOCK_V)
+        c_right = tl.zeros([BLOCK], COMPUTE)
+        c_left = tl.zeros([BLOCK], COMPUTE)
+        total = tl.zeros([BLOCK], COMPUTE)
+        acc = tl.zeros([BLOCK, BLOCK_V], COMPUTE)
+        wait_r = tl.zeros([BLOCK, BLOCK], COMPUTE)  # weights on the far tiles, multiplied at the next step
+        wait_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
+        for t in range(0, steps):
+            a_r, a_l, _, _, _, _, c_right, c_left, _, _, _, _ = _step(
+                q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, r, kw,
+                HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+            total += tl.sum(a_r, 1) + tl.sum(a_l, 1)
+            v_r = _tile(V, vbase, i0 + t * BLOCK, n, d_v, r, vw)
+            v_l = _tile(V, vbase, i0 - t * BLOCK, n, d_v, r, vw)
+            acc += _product(wait_r + _to_keys(a_r, r, r, 1, BLOCK, False), v_r, SPLIT, PRECISION, WIDEN)
+            acc += _product(wait_l + _to_keys(a_l, r, r, -1, BLOCK, False), v_l, SPLIT, PRECISION, WIDEN)
+            wait_r = _to_keys(a_r, r, r, 1, BLOCK, True)
+            wait_l = _to_keys(a_l, r, r, -1, BLOCK, True)
+        acc += _product(wait_r, _tile(V, vbase, i0 + steps * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        acc += _product(wait_l, _tile(V, vbase, i0 - steps * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        if NORMALIZE:
+            acc = acc / tl.maximum(total, 1e-12)[:, None]
+        tl.store(OUT + vbase + rows[:, None] * d_v + vw[None, :], acc, mask=live[:, None] & (vw < d_v)[None, :])
+        tl.store(TOTALS + mbase + rows, total, mask=live)
+
+    @triton.jit
+    def _backward_kernel(Q, K, V, DO, BIAS, REAL, COEF, ROW_SCALE, SIGMA_G, DQ, DK, DV, DBIAS,
+                         SCALE, n, d_k, d_v, tiles,
+                         HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
+                         PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
+                         BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
+        """COEF, ROW_SCALE: c_i, s_i of g = s_i (dO_i . v_j - c_i); SIGMA_G: sum_j G[i, j]. DQ, DBIAS are written,
+        DK (unscaled) and DV added to."""
+        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps = _query_tile(
+            Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
+        live = rows < n
+        kw = tl.arange(0, BLOCK_K)
+        vw = tl.arange(0, BLOCK_V)
+        do = _tile(DO, vbase, i0, n, d_v, r, vw)
+        coef = tl.load(COEF + mbase + rows, mask=live, other=0.0)
+        row_scale = tl.load(ROW_SCALE + mbase + rows, mask=live, other=0.0)
+        sigma_g = tl.load(SIGMA_G + mbase + rows, mask=live, other=0.0)
+        c_right = tl.zeros([BLOCK], COMPUTE)
+        c_left = tl.zeros([BLOCK], COMPUTE)
+        g_right = tl.zeros([BLOCK], COMPUTE)  # GR, GL: the running sums of G
+        g_left = tl.zeros([BLOCK], COMPUTE)
+        grad_bias_r = tl.zeros([BLOCK], COMPUTE)
+        grad_bias_l = tl.zeros([BLOCK], COMPUTE)
+        dq = tl.zeros([BLOCK, BLOCK_K], COMPUTE)
+        wait_dx_r = tl.zeros([BLOCK, BLOCK], COMPUTE)  # the far tiles' parts, added at the next step
+        wait_dx_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
+        wait_a_r = tl.zeros([BLOCK, BLOCK], COMPUTE)
+        wait_a_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
+        for t in range(0, steps):
+            a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right, c_left, real_r, real_l, k_r, k_l = _step(
+                q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, r, kw,
+                HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+            start_r = i0 + t * BLOCK
+            start_l = i0 - t * BLOCK
+            v_r = _tile(V, vbase, start_r, n, d_v, r, vw)
+            v_l = _tile(V, vbase, start_l, n, d_v, r, vw)
+            v_r_far = _tile(V, vbase, start_r + BLOCK, n, d_v, r, vw)
+            v_l_far = _tile(V, vbase, start_l - BLOCK, n, d_v, r, vw)
+            g_r = _to_distance(_inputs_product(do, v_r, SPLIT, PRECISION, WIDEN),
+                               _inputs_product(do, v_r_far, SPLIT, PRECISION, WIDEN), r, r, 1, BLOCK)
+            g_l = _to_distance(_inputs_product(do, v_l, SPLIT, PRECISION, WIDEN),
+                               _inputs_product(do, v_l_far, SPLIT, PRECISION, WIDEN), r, r, -1, BLOCK)
+            big_g_r = a_r * ((g_r - coef[:, None]) * row_scale[:, None])
+            big_g_l = a_l * ((g_l - coef[:, None]) * row_scale[:, None])
+            through_r = g_right[:, None] + tl.cumsum(big_g_r, 1)  # GR(<= d)
+            through_l = g_left[:, None] + tl.cumsum(big_g_l, 1)  # GL(<= d)
+            farther_r = sigma_g[:, None] - through_r - (through_l - big_g_l)
+            farther_l = sigma_g[:, None] - through_r - through_l
+            p_r = tl.where(real_r, tl.exp(log_p_r), 0.0)
+            p_l = tl.where(real_l, tl.exp(log_p_l), 0.0)
+            dx_r = big_g_r * tl.exp(log_q_r) - p_r * farther_r
+            dx_l = big_g_l * tl.exp(log_q_l) - p_l * farther_l
+            g_right += tl.sum(big_g_r, 1)
+            g_left += tl.sum(big_g_l, 1)
+            grad_bias_r += tl.sum(dx_r, 1)
+            grad_bias_l += tl.sum(dx_l, 1)
+            a_r = a_r * row_scale[:, None]
+            a_l = a_l * row_scale[:, None]
+            # the near key tiles are complete for these rows: their part of this step plus the far part of the last
+            tile_dx = wait_dx_r + _to_keys(dx_r, r, r, 1, BLOCK, False)
+            tile_a = wait_a_r + _to_keys(a_r, r, r, 1, BLOCK, False)
+            dq += _product(tile_dx, k_r, SPLIT, PRECISION, WIDEN)
+            _add_tile(DK, kbase, start_r, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN))
+            _add_tile(DV, vbase, start_r, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
+            tile_dx = wait_dx_l + _to_keys(dx_l, r, r, -1, BLOCK, False)
+            tile_a = wait_a_l + _to_keys(a_l, r, r, -1, BLOCK, False)
+            dq += _product(tile_dx, k_l, SPLIT, PRECISION, WIDEN)
+            _add_tile(DK, kbase, start_l, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN))
+            _add_tile(DV, vbase, start_l, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
+            wait_dx_r = _to_keys(dx_r, r, r, 1, BLOCK, True)
+            wait_dx_l = _to_keys(dx_l, r, r, -1, BLOCK, True)
+            wait_a_r = _to_keys(a_r, r, r, 1, BLOCK, True)
+            wait_a_l = _to_keys(a_l, r, r, -1, BLOCK, True)
+        start_r = i0 + steps * BLOCK
+        start_l = i0 - steps * BLOCK
+        dq += _product(wait_dx_r, _tile(K, kbase, start_r, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        dq += _product(wait_dx_l, _tile(K, kbase, start_l, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        _add_tile(DK, kbase, start_r, n, d_k, r, kw, _product(tl.trans(wait_dx_r), q, SPLIT, PRECISION, WIDEN))
+        _add_tile(DK, kbase, start_l, n, d_k, r, kw, _product(tl.trans(wait_dx_l), q, SPLIT, PRECISION, WIDEN))
+        _add_tile(DV, vbase, start_r, n, d_v, r, vw, _product(tl.trans(wait_a_r), do, SPLIT, PRECISION, WIDEN))
+        _add_tile(DV, vbase, start_l, n, d_v, r, vw, _product(tl.trans(wait_a_l), do, SPLIT, PRECISION, WIDEN))
+        tl.store(DQ + kbase + rows[:, None] * d_k + kw[None, :], dq * scale, mask=live[:, None] & (kw < d_k)[None, :])
+        if HAS_BIAS:
+            tl.store(DBIAS + (mbase + rows) * 2, grad_bias_r, mask=live)
+            tl.store(DBIAS + (mbase + rows) * 2 + 1, grad_bias_l, mask=live)
+
+    # Triton's interpreter (3.9) multiplies bfloat16 tiles as their raw bits: there they are widened first (WIDEN)
+    _INTERPRETED = type(_forward_kernel).__name__ == "InterpretedFunction"
+
+
+def _block(n: int, block: int | None) -> int:
+    if block is None:
+        return BLOCK if n > 16 else 16
+    if block < 16 or block & (block - 1):
+        raise ValueError(f"block must be a power of two of at least 16 (tl.dot's smallest tile), got {block}")
+    return block
+
+
+def _feature_block(d: int) -> int:
+    return max(16, triton.next_power_of_2(d))
 
 
 class TritonGeometricAttention(torch.autograd.Function):
-    """A @ value on flattened `(M, N, D)` float32 inputs (bias `(M, N, 2)` or None, real `(M, N)` bool or None)."""
+    """A @ value on flattened `(M, N, D)` inputs of one dtype (bfloat16, float32 or float64; bias `(M, N, 2)` or None,
+    real `(M, N)` bool or None). Returns the output in the compute precision (float64 for float64 inputs, float32
+    otherwise); its gradient is rounded to the inputs' dtype in backward, which is exact when the output is cast to
+    that dtype, as `geometric_attention` does. `block`: rows per program, distances per step (a power of two, at least
+    16; the default suits a GPU, the tests use smaller ones)."""
 
     @staticmethod
-    def forward(ctx, query, key, value, scale, bias, real, normalize):
-        m, n, _ = query.shape
-        logits = torch.matmul(query, key.transpose(-1, -2)).mul_(scale)
-        weights = torch.empty_like(logits)
-        totals = logits.new_empty(m, n)
-        block = triton.next_power_of_2(n)
-        forward_rows[(m * n,)](
-            logits, weights, bias if bias is not None else logits, real if real is not None else logits, totals, n,
-            HAS_BIAS=bias is not None, HAS_MASK=real is not None, NORMALIZE=normalize, BLOCK=block,
-        )
-        ctx.save_for_backward(query, key, value, logits, weights, totals, bias, real)
-        ctx.scale, ctx.normalize = scale, normalize
-        return weights @ value
+    def forward(ctx, query, key, value, scale, bias, real, normalize, block=None):
+        if not (query.dtype == key.dtype == value.dtype) or query.dtype not in DTYPES:
+            raise ValueError(f"query, key and value must share one dtype of {', '.join(map(str, DTYPES))}; got "
+                             f"{query.dtype}, {key.dtype}, {value.dtype}")
+        if query.dim() != 3 or key.shape != query.shape or value.dim() != 3 or value.shape[:2] != query.shape[:2]:
+            raise ValueError(f"query and key must be (M, N, D_k) and value (M, N, D); got {tuple(query.shape)}, "
+                             f"{tuple(key.shape)}, {tuple(value.shape)}")
+        m, n, d_k = query.shape
+        if bias is not None and tuple(bias.shape) != (m, n, 2):
+            raise ValueError(f"bias must have shape {(m, n, 2)}, got {tuple(bias.shape)}")
+        if real is not None and (real.dtype != torch.bool or tuple(real.shape) != (m, n)):
+            raise ValueError(f"real must be bool of shape {(m, n)}, got {real.dtype} {tuple(real.shape)}")
+        d_v = value.shape[-1]
+        compute = torch.float64 if query.dtype == torch.float64 else torch.float32
+        block = _block(n, block)
+        query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
+        bias_dtype = bias.dtype if bias is not None else None
+        bias = bias.to(compute).contiguous() if bias is not None else None
+        real = real.contiguous() if real is not None else None
+        scale_ = torch.full((1,), float(scale), dtype=compute, device=query.device)
+        out = query.new_empty(m, n, d_v, dtype=compute)
+        totals = query.new_empty(m, n, dtype=compute)
+        tiles = triton.cdiv(n, block)
+        if n > 0 and m > 0:
+            _forward_kernel[(m * tiles,)](
+                query, key, value, bias if bias is not None else out, real if real is not None else out, out, totals,
+                scale_, n, d_k, d_v, tiles, NORMALIZE=normalize, **_options(query.dtype, bias, real, block, d_k, d_v),
+            )
+        ctx.save_for_backward(query, key, value, bias, real, out, totals, scale_)
+        ctx.normalize, ctx.block, ctx.bias_dtype = normalize, block, bias_dtype
+        return out
 
     @staticmethod
-    def backward(ctx, grad_context):
-        query, key, value, logits, weights, totals, bias, real = ctx.saved_tensors
-        m, n, _ = query.shape
-        grad_context = grad_context.contiguous()
-        grad_value = weights.transpose(-1, -2) @ grad_context
-        grad = grad_context @ value.transpose(-1, -2)  # of the weights; the logits' gradient after the kernel
+    def backward(ctx, grad_out):
+        query, key, value, bias, real, out, totals, scale_ = ctx.saved_tensors
+        m, n, d_k = query.shape
+        d_v = value.shape[-1]
+        grad_out = grad_out.to(query.dtype).contiguous()  # what the kernel multiplies with, and so sums in G
+        row_dot = (grad_out.to(out.dtype) * out).sum(-1)  # dO_i . out_i
+        if ctx.normalize:  # out = A V / T: g = (dO . v_j - dO . out_i) / T, and sum_j G[i, j] = 0 where T > eps
+            alive = totals > _EPS
+            coef = torch.where(alive, row_dot, 0.0)
+            row_scale = 1.0 / totals.clamp_min(_EPS)
+            sigma_g = torch.where(alive, 0.0, row_dot)
+        else:
+            coef, row_scale, sigma_g = torch.zeros_like(row_dot), torch.ones_like(row_dot), row_dot
+        grad_query = query.new_empty(m, n, d_k, dtype=out.dtype)
+        grad_key = torch.zeros_like(grad_query)
+        grad_value = torch.zeros_like(out)
         grad_bias = torch.empty_like(bias) if bias is not None else None
-        backward_rows[(m * n,)](
-            logits, grad, bias if bias is not None else logits, real if real is not None else logits, totals,
-            grad_bias if grad_bias is not None else logits, n,
-            HAS_BIAS=bias is not None, HAS_MASK=real is not None, NORMALIZE=ctx.normalize,
-            BLOCK=triton.next_power_of_2(n),
-        )
-        grad_query = (grad @ key).mul_(ctx.scale)
-        grad_key = (grad.transpose(-1, -2) @ query).mul_(ctx.scale)
-        return grad_query, grad_key, grad_value, None, grad_bias, None, None
+        tiles = triton.cdiv(n, ctx.block)
+        if n > 0 and m > 0:
+            _backward_kernel[(m * tiles,)](
+                query, key, value, grad_out, bias if bias is not None else out,
+                real if real is not None else out, coef.contiguous(), row_scale.contiguous(), sigma_g.contiguous(),
+                grad_query, grad_key, grad_value, grad_bias if grad_bias is not None else out, scale_,
+                n, d_k, d_v, tiles, **_options(query.dtype, bias, real, ctx.block, d_k, d_v),
+            )
+        else:
+            grad_query.zero_()
+            if grad_bias is not None:
+                grad_bias.zero_()
+        grad_key.mul_(scale_)
+        grad_bias = grad_bias.to(ctx.bias_dtype) if grad_bias is not None else None
+        grads = grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype)
+        return (*grads, None, grad_bias, None, None, None)
+
+
+def _options(dtype, bias, real, block, d_k, d_v) -> dict:
+    return dict(
+        HAS_BIAS=bias is not None, HAS_MASK=real is not None, SPLIT=dtype == torch.bfloat16, PRECISION="ieee",
+        WIDEN=_INTERPRETED, COMPUTE=tl.float64 if dtype == torch.float64 else tl.float32,
+        BLOCK=block, BLOCK_K=_feature_block(d_k), BLOCK_V=_feature_block(d_v), num_warps=NUM_WARPS if block > 16 else 4,
+    )
