@@ -125,6 +125,27 @@ def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(mo
     assert results["hardware"]["native_bf16"] in (True, False)
 
 
+def test_recurrence_generation_harness_times_every_way_of_generating_at_every_window(tmp_path):
+    """The harness itself (no timing assertion): each window's runs generate up to its total, ratios are to the
+    plain model, and the JSON records the machine and the precision."""
+    import json
+
+    recurrence_generation = benchmark("recurrence_generation")
+    output = tmp_path / "generation.json"
+    results = recurrence_generation.main(
+        ["--windows", "8", "16", "--total", "20", "24", "--prompt", "4", "--layers", "3", "--hidden_size", "32",
+         "--heads", "2", "--intermediate_size", "64", "--vocab_size", "100", "--uncached", "--threads", "1",
+         "--json", str(output)])["results"]
+    assert [(r["window"], r["total"], r["new_tokens"]) for r in results] == [(8, 20, 16), (16, 24, 20)]
+    for r in results:
+        assert set(r["tokens_per_second"]) == {"plain", "recurrent", "recurrent, use_cache=False"}
+        assert r["ratio"]["plain"] == 1.0 and all(v > 0 for v in r["tokens_per_second"].values())
+    saved = json.loads(output.read_text())
+    assert saved["precision"] == "float32" and saved["hardware"]["threads"] == 1 and saved["results"] == results
+    with pytest.raises(SystemExit):
+        recurrence_generation.parse_args(["--windows", "8", "16", "--total", "20"])
+
+
 @pytest.mark.parametrize("model, plain, windows, cases", [  # one case fewer for the second family
     ("gpt2", "plain GPT-2", ["1", "3"], ["1,0", "1,1", "3,1"]), ("roberta", "plain RoBERTa", ["1"], ["1,0", "1,1"])])
 def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, model, plain, windows, cases):

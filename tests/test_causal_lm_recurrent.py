@@ -320,15 +320,18 @@ def test_gpt2_case_equals_gpt2_with_recurrence():
         torch.testing.assert_close(model(x, labels=x).logits, gpt2(x, labels=x).logits, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("use_cache", [False, True], ids=["", "cached"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_streaming_in_chunks_equals_one_call(family):
+def test_streaming_in_chunks_equals_one_call(family, use_cache):
+    """With `use_cache`, each call runs only its new tokens on the key-value cache of the unfinished window (h_prev's
+    key and value at l_ins, one entry more than the other layers hold)."""
     model, _ = models(family)
     x = tokens(30)
     with torch.no_grad():
         whole = model(x, labels=x)
         state, logits, loss_sum, count, at = None, [], 0.0, 0, 0
         for size in (7, 1, 12, 10):
-            out = model(x[:, at:at + size], labels=x[:, at:at + size], recurrent_state=state)
+            out = model(x[:, at:at + size], labels=x[:, at:at + size], recurrent_state=state, use_cache=use_cache)
             state, at = out.recurrent_state, at + size
             logits.append(out.logits)
             loss_sum, count = loss_sum + out.loss * out.num_predicted_tokens, count + out.num_predicted_tokens
@@ -339,8 +342,9 @@ def test_streaming_in_chunks_equals_one_call(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_generate_continues_across_windows(family):
-    """Greedy `generate` equals re-reading the whole sequence each step, far past the first window; inside the first
-    window it equals the unmodified model's own greedy generation."""
+    """Greedy `generate` (with the window's key-value cache) equals re-reading the whole sequence each step, far past
+    the first window, and generating without the cache; inside the first window it equals the unmodified model's own
+    greedy generation. A batch of two prompts."""
     model, decoder = models(family)
     x = tokens(6)
     generated = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0)
@@ -349,6 +353,7 @@ def test_generate_continues_across_windows(family):
         for _ in range(20):
             expected = torch.cat([expected, model(expected).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(generated, expected)
+    assert torch.equal(model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0, use_cache=False), expected)
     short = model.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0)
     assert torch.equal(short, decoder.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0))
 
@@ -426,7 +431,9 @@ def test_from_pretrained_wraps_a_plain_checkpoint_and_keeps_its_weights(tmp_path
     torch.manual_seed(0)
     llama = LlamaForCausalLM(FAMILIES["llama"](3)).eval()
     llama.save_pretrained(tmp_path / "llama")
-    model = CausalLMWithRecurrence.from_pretrained(tmp_path / "llama", window_size=8, insertion_layer=2).eval()
+    model = CausalLMWithRecurrence.from_pretrained(tmp_path / "llama", window_size=8, insertion_layer=2)
+    assert not any(module.training for module in model.modules())  # as transformers' from_pretrained returns it
+    assert not CausalLMWithRecurrence.wrap(llama.train(), window_size=8).training
     assert model.config.window_size == 8 and model.config.insertion_layer == 2
     x = tokens(8)
     with torch.no_grad():
@@ -531,10 +538,80 @@ def test_flops_count_the_routed_experts_and_the_attention_layers_only():
         assert difference == 2 * parameters + 2 * 2 * 8 * 32  # two layers fewer scoring 8 positions
 
 
-def test_a_key_value_cache_is_refused():
+def test_a_key_value_cache_passed_in_and_left_padded_prompts_are_refused():
+    """The window's cache lives in `recurrent_state`; a prompt padded on the left would be continued after its
+    padding."""
     model, _ = models("llama")
-    with pytest.raises(ValueError, match="keeps its state in recurrent_state and cannot use a DynamicCache"):
-        model(tokens(), past_key_values=DynamicCache())
+    x = tokens(6)
+    message = "keeps its key-value cache in recurrent_state \\(use_cache=True\\) and cannot take a DynamicCache"
+    with pytest.raises(ValueError, match=message + " \\(past_key_values\\)$"):
+        model(x, past_key_values=DynamicCache())
+    with pytest.raises(ValueError, match="model_kwargs` are not used by the model: \\['cache'\\]"):  # generate's check
+        model.generate(x, cache=DynamicCache(), max_new_tokens=2, do_sample=False, pad_token_id=0)
+    left_padded = torch.ones_like(x)
+    left_padded[1, :2] = 0
+    with pytest.raises(ValueError, match="generate takes prompts without padding .* continued after its padding.$"):
+        model.generate(x, attention_mask=left_padded, max_new_tokens=2, do_sample=False, pad_token_id=0)
+
+
+def test_generate_runs_one_token_per_step_on_the_cache():
+    """With the cache a step runs one token through the model; a window that fills up runs whole once (for h_prev),
+    and the next window starts with its overlap and its first new token. Without the cache each step runs the
+    unfinished window again."""
+    model, decoder = models("llama")  # windows of 8, overlap 3
+    lengths = []
+    hook = decoder_layers(decoder)[0].register_forward_pre_hook(
+        lambda layer, args, kwargs: lengths.append((args[0] if args else kwargs["hidden_states"]).shape[1]),
+        with_kwargs=True)
+    try:
+        for use_cache in (True, False):
+            lengths.clear()
+            model.generate(tokens(6), max_new_tokens=9, do_sample=False, pad_token_id=0, use_cache=use_cache)
+            assert lengths == ([6, 1, 8, 4, 1, 1, 1, 8, 4] if use_cache else [6, 7, 8, 4, 5, 6, 7, 8, 4])
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("family, fields", [
+    ("llama", {"num_memory_tokens": 2}), ("qwen3_5_text", {"num_memory_tokens": 2}),
+    ("mamba", {"num_memory_tokens": 2}), ("mamba", {"use_recurrence": False}), ("llama", {"use_recurrence": False}),
+    ("jamba", {"use_recurrence": False}), ("minimax", {"overlap": 0}),
+])
+def test_cached_generate_and_streaming_with_memory_tokens_and_plain_windows(family, fields):
+    """Memory tokens (the read memory heads the window's cache) and plain windows: cached `generate` equals it without
+    the cache, and cached chunks equal one call. In Mamba-1, Jamba and MiniMax a call of several tokens cannot go on
+    from a cached state: such a call runs its window afresh."""
+    model, _ = models(family, **fields)
+    x = tokens(6)
+    generated = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0)
+    assert torch.equal(generated, model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0,
+                                                 use_cache=False))
+    with torch.no_grad():
+        whole = model(generated).logits
+        state, logits, at = None, [], 0
+        for size in (5, 1, 1, 9, 10):
+            out = model(generated[:, at:at + size], recurrent_state=state, use_cache=True)
+            state, at = out.recurrent_state, at + size
+            logits.append(out.logits)
+    torch.testing.assert_close(torch.cat(logits, dim=1), whole, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family, fields", [("llama", {}), ("qwen3_5_text", {"carry_layer_states": True}),
+                                            ("llama", {"num_memory_tokens": 2})])
+def test_generate_continues_the_documents_of_a_recurrent_state(family, fields):
+    """`generate(next_ids, recurrent_state=state)` continues the text `state` read (here a prompt read in two calls)
+    as `generate` on the whole text does; the state can be continued again (a call leaves the cache it was given as
+    it was)."""
+    model, _ = models(family, **fields)
+    x = tokens(13)
+    greedy = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
+    whole = model.generate(x, attention_mask=torch.ones_like(x), **greedy)  # token 0 is not padding here
+    with torch.no_grad():
+        state = model(x[:, :4], use_cache=True).recurrent_state
+        state = model(x[:, 4:9], recurrent_state=state, use_cache=True).recurrent_state
+    for _ in range(2):
+        continued = model.generate(x[:, 9:], attention_mask=torch.ones_like(x[:, 9:]), recurrent_state=state, **greedy)
+        assert torch.equal(continued, whole[:, 9:])
 
 
 def skip_unless_this_transformers_carries(family):
@@ -610,20 +687,23 @@ def test_carried_layer_states_with_an_overlap_pass_on_the_state_after_the_stride
 @pytest.mark.parametrize("overlap", [0, 3])
 @pytest.mark.parametrize("family", CARRYING)
 def test_carried_layer_states_read_one_token_at_a_time_as_in_one_call(family, overlap):
-    """Token by token (as `generate` reads), each call runs the unfinished window again from the states at its start;
-    a window's first token takes the layers' one-token decoding step, which updates the states it is given in place:
-    the states kept for the window's start must not change (they did: 0.03 off on Qwen3.5)."""
+    """Token by token (as `generate` reads): without the cache each call runs the unfinished window again from the
+    states at its start; a window's first token takes the layers' one-token decoding step, which updates the states it
+    is given in place: the states kept for the window's start must not change (they did: 0.03 off on Qwen3.5). With
+    the cache each call takes that one-token step on the window's cache, whose recurrent layers started from the
+    carried states."""
     skip_unless_this_transformers_carries(family)
     model, _ = models(family, overlap=overlap, use_recurrence=False, carry_layer_states=True)
     x = tokens(20)
     with torch.no_grad():
         whole = model(x).logits
-        state, logits = None, []
-        for at in range(x.shape[1]):
-            out = model(x[:, at:at + 1], recurrent_state=state)
-            state = out.recurrent_state
-            logits.append(out.logits)
-    torch.testing.assert_close(torch.cat(logits, dim=1), whole, rtol=0, atol=1e-5)
+        for use_cache in (False, True):
+            state, logits = None, []
+            for at in range(x.shape[1]):
+                out = model(x[:, at:at + 1], recurrent_state=state, use_cache=use_cache)
+                state = out.recurrent_state
+                logits.append(out.logits)
+            torch.testing.assert_close(torch.cat(logits, dim=1), whole, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("family", ["qwen3_5_text", "falcon_h1", "lfm2"])
@@ -651,8 +731,9 @@ def test_a_window_split_at_its_stride_equals_one_call(family):
 @pytest.mark.parametrize("family, overlap", [("qwen3_5_text", 0), ("falcon_h1", 0), ("lfm2_moe", 0),
                                              ("qwen3_5_text", 3)])
 def test_carried_layer_states_stream_generate_and_train_as_one_call(family, overlap):
-    """With h_prev and carried states: chunked calls and `generate` equal one call; gradients with window
-    checkpointing equal those without, and reach the first window's tokens through the carried states alone."""
+    """With h_prev and carried states: chunked calls and `generate` (with and without the cache) equal one call;
+    gradients with window checkpointing equal those without, and reach the first window's tokens through the carried
+    states alone."""
     model, _ = models(family, overlap=overlap, layers=4, carry_layer_states=True)
     x = tokens(30)
     with torch.no_grad():
@@ -669,6 +750,8 @@ def test_carried_layer_states_stream_generate_and_train_as_one_call(family, over
         for _ in range(14):
             expected = torch.cat([expected, model(expected).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(generated, expected)
+    uncached = model.generate(x[:, :6], max_new_tokens=14, do_sample=False, pad_token_id=0, use_cache=False)
+    assert torch.equal(uncached, expected)
 
     model.train()
     grads = []

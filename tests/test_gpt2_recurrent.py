@@ -81,15 +81,18 @@ def test_overlap_argument_reads_as_a_model_configured_with_it(overlap):
         model(x, overlap=8)
 
 
-@pytest.mark.parametrize("chunks", [[30], [5, 1, 11, 13], [8, 8, 8, 6], [3] * 10])
-def test_streaming_in_chunks_equals_one_call(chunks):
+@pytest.mark.parametrize("chunks, use_cache", [([30], False), ([5, 1, 11, 13], False), ([8, 8, 8, 6], False),
+                                               ([3] * 10, False), ([5, 1, 11, 13], True), ([1] * 30, True)])
+def test_streaming_in_chunks_equals_one_call(chunks, use_cache):
+    """With `use_cache`, each call runs only its new tokens on the key-value cache of the unfinished window."""
     model, _ = models()
     x = tokens()
     with torch.no_grad():
         whole = model(x, labels=x)
         state, logits, loss_sum, count, at = None, [], 0.0, 0, 0
         for size in chunks:
-            out = model(x[:, at:at + size], labels=x[:, at:at + size], recurrent_state=state)
+            out = model(x[:, at:at + size], labels=x[:, at:at + size], recurrent_state=state, use_cache=use_cache)
+            assert (out.recurrent_state.cache is not None) == (use_cache and at + size not in (8, 13, 18, 23, 28))
             state, at = out.recurrent_state, at + size
             logits.append(out.logits)
             loss_sum, count = loss_sum + out.loss * out.num_predicted_tokens, count + out.num_predicted_tokens
@@ -150,10 +153,12 @@ def test_window_checkpointing_gives_the_same_loss_and_gradients(window, overlap)
         torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-7)
 
 
-def test_generate_continues_across_windows():
-    """Greedy `generate` (one token per step with the recurrent state) equals re-reading the whole sequence each
-    step, far past the first window; inside the first window it equals GPT-2's own greedy generation."""
-    model, gpt2 = models(8, 3)
+@pytest.mark.parametrize("overlap", [0, 3])
+def test_generate_continues_across_windows(overlap):
+    """Greedy `generate` (one token per step with the recurrent state and the window's key-value cache) equals
+    re-reading the whole sequence each step, far past the first window, and generating without the cache; inside the
+    first window it equals GPT-2's own greedy generation. A batch of two prompts."""
+    model, gpt2 = models(8, overlap)
     x = tokens(6)
     generated = model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0)
     expected = x
@@ -161,6 +166,7 @@ def test_generate_continues_across_windows():
         for _ in range(20):
             expected = torch.cat([expected, model(expected).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(generated, expected)
+    assert torch.equal(model.generate(x, max_new_tokens=20, do_sample=False, pad_token_id=0, use_cache=False), expected)
     short = model.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0)
     assert torch.equal(short, gpt2.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0))
     padded = torch.ones_like(x[:, :3])
@@ -179,7 +185,8 @@ def test_flops_per_token_reproduces_tables_1_and_2():
 def test_from_pretrained_gpt2_keeps_the_weights_and_auto_classes(tmp_path):
     _, gpt2 = models()
     gpt2.save_pretrained(tmp_path / "gpt2")
-    model = GPT2WithRecurrence.from_pretrained_gpt2(str(tmp_path / "gpt2"), window_size=8, overlap=2).eval()
+    model = GPT2WithRecurrence.from_pretrained_gpt2(str(tmp_path / "gpt2"), window_size=8, overlap=2)
+    assert not any(module.training for module in model.modules())  # as transformers' from_pretrained returns it
     assert model.config.window_size == 8 and model.config.n_embd == 32
     x = tokens()
     with torch.no_grad():

@@ -32,8 +32,9 @@ keys and values are dropped with it, so memory stays one window's); the states a
 the cache in place, so gradients flow through them from window to window.
 
 Streaming, generation, padding and gradient checkpointing are `RecurrentCausalLMMixin`'s (shared with GPT-2): a call
-carries `recurrent_state` to the next, `generate` continues across windows (each step recomputes the unfinished
-window: the extra key at one layer would give the layers' key-value caches different lengths, so no cache is kept),
+carries `recurrent_state` to the next, `generate` continues across windows with the unfinished window's key-value
+cache in that state (a new token runs through the model alone; layer l_ins's cache holds h_prev's key and value
+besides the window's, and each attention layer gets the mask over the keys its own cache holds, see `run_window`),
 documents are right-padded, and gradient checkpointing keeps only each window's inputs.
 
 This file imports only torch, transformers and its own folder, so checkpoints load with `trust_remote_code=True`.
@@ -51,7 +52,13 @@ from transformers import initialization as init
 from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
 from .configuration_causal_lm_recurrent import CausalLMWithRecurrenceConfig, check_window_positions
-from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
+from .recurrence_module import (
+    RecurrenceModule,
+    RecurrentCausalLMMixin,
+    cache_argument,
+    causal_mask,
+    forward_signature,
+)
 
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 # layer types (transformers' `layer_types` names, and the older "attention") whose self-attention is softmax
@@ -204,7 +211,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     base_model_prefix = "decoder"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
-    _is_stateful = True  # the state is `recurrent_state`, not a key-value cache
+    _is_stateful = True  # the state is `recurrent_state` (with the window's key-value cache in it)
     accepts_loss_kwargs = False  # `loss` is the mean over this call's tokens; Trainer scales it for accumulation
 
     def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):
@@ -254,7 +261,8 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
 
     @classmethod
     def wrap(cls, decoder: PreTrainedModel, **recurrence_fields) -> "CausalLMWithRecurrence":
-        """Wrap a loaded causal LM (its weights kept as they are) with a newly initialised recurrence."""
+        """Wrap a loaded causal LM (its weights kept as they are) with a newly initialised recurrence, in evaluation
+        mode as `from_pretrained` returns a model (`model.train()` before training)."""
         if not isinstance(decoder, GenerationMixin) or decoder.get_output_embeddings() is None:
             raise ValueError(f"CausalLMWithRecurrence needs a causal LM with a language-model head, got a "
                              f"{type(decoder).__name__}")
@@ -262,7 +270,16 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         config._attn_implementation = decoder.config._attn_implementation
         model = cls(config, decoder=decoder)
         model.generation_config = decoder.generation_config
-        return model.to(device=decoder.device, dtype=decoder.dtype)
+        return model.to(device=decoder.device, dtype=decoder.dtype).eval()
+
+    @property
+    def cache_takes_many_tokens(self) -> bool:
+        """Whether a call of several tokens can extend a window's cache: not in the families whose recurrent layers
+        do not go on from a cached state over a many-token input (`CANNOT_CARRY`: Mamba-1, MiniMax; Mamba-2 before
+        transformers 5.24). There such a call runs its window afresh; one token (a `generate` step) still extends the
+        cache."""
+        model_type = self.decoder.config.model_type
+        return model_type not in CANNOT_CARRY and transformers_version() >= CARRIES_LAYER_STATES.get(model_type, (0, 0))
 
     @property
     def rotary_embedding(self) -> nn.Module | None:
@@ -314,36 +331,59 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
         if module is self and self.memory is not None:
             init.normal_(self.memory, std=getattr(self.decoder.config, "initializer_range", 0.02))
 
+    def window_cache(self, layer_states: dict | None = None) -> DynamicCache:
+        """An empty cache for one window: the wrapped model's own `DynamicCache` (MiniMax's lightning attention keeps
+        its state in a cache class of its own), whose recurrent layers start from `layer_states` with
+        `carry_layer_states`."""
+        if self.config.carry_layer_states:
+            return carrying_cache(self.decoder.config, layer_states)
+        if self.decoder.config.model_type == "minimax":
+            from transformers.models.minimax.modeling_minimax import MiniMaxCache
+
+            return MiniMaxCache()
+        return DynamicCache(config=self.decoder.config)
+
     def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool,
-                   layer_states: dict | None = None):
+                   layer_states: dict | None = None, cache: DynamicCache | None = None, past: int = 0):
         """The wrapped model on one window's token embeddings (at most T tokens, positions 0..t-1) with h_prev at
         layer l_ins (or the read memory before the tokens), its recurrent layers starting from `layer_states` with
         `carry_layer_states`. Returns the final hidden states `(batch, t, hidden)` and, if `summarize`, what the next
         window receives: h_prev pooled over the window's first `stride` tokens (or the written memory), and the
         recurrent layers' states after those tokens (with `carry_layer_states`, else None).
 
+        With a `cache` (`window_cache`), the window's keys and values are kept in it; if it already holds the window's
+        first `past` tokens, `window_embeds` are the tokens after them (positions past..past+t-1), which attend to the
+        cached ones. Layer l_ins's cache then holds one entry more than the others, h_prev's key and value (rotated
+        at -1): rather than give every layer a masked placeholder for it, each softmax-attention layer gets its own
+        causal mask over the keys its cache holds (l_ins: past + 1, the others: past), in place of the one the stack
+        builds from a single layer's cache length; the stack's positions and rotary embeddings for the new tokens are
+        its own.
+
         With `carry_layer_states` and an overlap, a window to summarize runs in two calls on one cache: its first
         `stride` tokens (after which the layers' states are the next window's), then the rest, which attend to the
         first part's cached keys and values; the hidden states are those of one call."""
         if self.memory is not None:
-            return *self._run_window_with_memory(window_embeds, h_prev, summarize), None
+            return *self._run_window_with_memory(window_embeds, h_prev, summarize, cache, past), None
         t = window_embeds.shape[1]
-        outputs, hooks = [], []
+        outputs, hooks, masks = [], [], {}
         insert = h_prev is not None
-        done = 0  # tokens of the window already in the cache (the second call of a split window)
+        done = past  # tokens of the window already in the cache (an earlier call's, or a split window's first part)
         additive = self.decoder.config._attn_implementation != "sdpa"
 
         def bound(layer, args, kwargs) -> dict:
-            call = inspect.signature(layer.forward).bind(*args, **kwargs).arguments
+            call = forward_signature(type(layer)).bind(layer, *args, **kwargs).arguments
+            call.pop("self")
             call.update(call.pop("kwargs", {}))
             return call
 
-        def after_cached(call, cached):  # the second call of a split window: its queries follow `cached` keys
-            call["attention_mask"] = causal_mask(call["hidden_states"].shape[1], call["hidden_states"],
-                                                 additive=additive, past=cached)
+        def after_cached(call, cached):  # a call on a cache that holds the window's first tokens
+            hidden = call["hidden_states"]
+            if (hidden.shape[1], cached) not in masks:  # made once, shared by the layers whose caches hold as many
+                masks[hidden.shape[1], cached] = causal_mask(hidden.shape[1], hidden, additive=additive, past=cached)
+            call["attention_mask"] = masks[hidden.shape[1], cached]
             return (), call
 
-        def second_call_mask(layer, args, kwargs):  # the other attention layers: the stack's mask counts h_prev's
+        def cached_mask(layer, args, kwargs):  # the other attention layers: the stack's mask may count h_prev's
             # key in l_ins's cache, which they do not have
             return after_cached(bound(layer, args, kwargs), done) if done else None
 
@@ -368,7 +408,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
                 call["position_embeddings"] = prepend(rotary(hidden, position_ids=at, **self.rotary_layer_type), given)
             return (), call
 
-        def after(index):  # the first call's outputs: h_prev's own dropped, the layers' kept for the summary
+        def after(index):  # the window's first call: h_prev's own output dropped, the layers' kept for the summary
             def hook(layer, args, kwargs, output):
                 if done:
                     return output
@@ -381,30 +421,26 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             return hook
 
         layers = decoder_layers(self.decoder)
-        stack, cache, caching = decoder_stack(self.decoder), None, {"use_cache": False}
-        if self.config.carry_layer_states:  # transformers renamed past_key_values to cache in 5.24
-            cache = carrying_cache(self.decoder.config, layer_states)
-            name = "cache" if "cache" in inspect.signature(stack.forward).parameters else "past_key_values"
-            caching = {"use_cache": True, name: cache}
-        split = cache is not None and summarize and stride < t
+        if cache is None and self.config.carry_layer_states:
+            cache = self.window_cache(layer_states)
+        split = self.config.carry_layer_states and summarize and stride < t
         next_layer_states = None
         try:
             if insert:
                 hooks.append(layers[self.config.insertion_layer].register_forward_pre_hook(before, with_kwargs=True))
-            if insert and split:
-                hooks += [layers[index].register_forward_pre_hook(second_call_mask, with_kwargs=True)
+            if insert and (split or past):
+                hooks += [layers[index].register_forward_pre_hook(cached_mask, with_kwargs=True)
                           for index in softmax_attention_layers(self.decoder) if index != self.config.insertion_layer]
-            if insert or (summarize and self.recurrence is not None):
+            if (insert and not past) or (summarize and self.recurrence is not None):
                 hooks += [layer.register_forward_hook(after(index), with_kwargs=True)
                           for index, layer in enumerate(layers)]
             parts = []
             for part in ((slice(0, stride), slice(stride, t)) if split else (slice(0, t),)):
-                positions = torch.arange(part.start, part.stop, device=window_embeds.device)[None]
-                parts.append(stack(inputs_embeds=window_embeds[:, part], position_ids=positions,
-                                   **caching).last_hidden_state)
-                if summarize and cache is not None and part.start == 0:
+                positions = torch.arange(past + part.start, past + part.stop, device=window_embeds.device)[None]
+                parts.append(self._stack(window_embeds[:, part], positions, cache))
+                if summarize and self.config.carry_layer_states and part.start == 0:
                     next_layer_states = cached_layer_states(cache)  # after the first `stride` tokens
-                done = part.stop
+                done = past + part.stop
         finally:
             for hook in hooks:
                 hook.remove()
@@ -413,29 +449,29 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             next_h_prev = self.recurrence([state[:, :stride] for state in outputs])
         return torch.cat(parts, dim=1) if split else parts[0], next_h_prev, next_layer_states
 
-    def _run_window_with_memory(self, tokens: torch.Tensor, read: torch.Tensor | None, summarize: bool):
+    def _stack(self, inputs_embeds: torch.Tensor, position_ids: torch.Tensor, cache: DynamicCache | None):
+        """The wrapped model's stack (embeddings to final norm) on `inputs_embeds`, extending `cache` if given."""
+        stack = decoder_stack(self.decoder)
+        caching = {"use_cache": False} if cache is None else {"use_cache": True, cache_argument(stack): cache}
+        return stack(inputs_embeds=inputs_embeds, position_ids=position_ids, **caching).last_hidden_state
+
+    def _run_window_with_memory(self, tokens: torch.Tensor, read: torch.Tensor | None, summarize: bool,
+                                cache: DynamicCache | None = None, past: int = 0):
         """[read memory, tokens, write memory] through the unmodified model (the write positions only if the window
-        is full: no token sees them). Returns the tokens' final hidden states and the written memory."""
+        is full: no token sees them). Returns the tokens' final hidden states and the written memory. With a `cache`
+        that holds the read memory and the window's first `past` tokens, `tokens` are the ones after them."""
         batch, t = tokens.shape[:2]
         m = self.config.num_memory_tokens
+        if past:
+            positions = torch.arange(m + past, m + past + t, device=tokens.device)[None]
+            return self._stack(tokens, positions, cache), None
         memory = self.memory.to(tokens.dtype)[None].expand(batch, m, -1)
         read = memory if read is None else read.to(tokens.dtype)
         pieces = [read, tokens] + [memory] * summarize
         inputs = torch.cat(pieces, dim=1)
         positions = torch.arange(inputs.shape[1], device=tokens.device)[None]
-        hidden = decoder_stack(self.decoder)(inputs_embeds=inputs, position_ids=positions,
-                                             use_cache=False).last_hidden_state
+        hidden = self._stack(inputs, positions, cache)
         return hidden[:, m:m + t], (hidden[:, m + t:] if summarize else None)
-
-    def forward(self, input_ids=None, attention_mask=None, labels=None, recurrent_state=None, overlap=None,
-                return_dict=None, **kwargs):
-        for name in ("past_key_values", "cache"):
-            if kwargs.get(name) is not None:
-                raise ValueError(f"CausalLMWithRecurrence keeps its state in recurrent_state and cannot use a "
-                                 f"{type(kwargs[name]).__name__} ({name}): pass use_cache=False")
-        return super().forward(input_ids, attention_mask, labels, recurrent_state, overlap, return_dict)
-
-    forward.__doc__ = RecurrentCausalLMMixin.forward.__doc__
 
 
 RECURRENCE_FIELDS = tuple(p for p in inspect.signature(CausalLMWithRecurrenceConfig.__init__).parameters

@@ -9,17 +9,18 @@ dropped (T inputs, T outputs). Every token's logits come from exactly one window
 tokens, later windows only those the previous window did not hold (overlapped tokens are context only).
 
 `recurrent_state` carries h_prev and the tokens of the unfinished window from one call to the next, so a document fed
-in chunks gives the logits and losses of one call (streaming inference).
+in chunks gives the logits and losses of one call (streaming inference); with `use_cache` (as in `generate`) it also
+carries the window's key-value cache, so that a new token runs through the blocks alone.
 
 This file imports only torch, transformers and its own folder, so checkpoints load with `trust_remote_code=True`.
 """
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, GPT2Model, GPT2PreTrainedModel
+from transformers import DynamicCache, GenerationMixin, GPT2Model, GPT2PreTrainedModel
 
 from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
-from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, causal_mask
+from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, cache_argument, causal_mask
 
 
 class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, GenerationMixin):
@@ -52,7 +53,7 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
         if missing or unexpected:
             raise ValueError(f"{name_or_path} is not a GPT-2 checkpoint: missing {missing}, unexpected {unexpected}")
         model.tie_weights()
-        return model
+        return model.eval()
 
     def get_output_embeddings(self):
         return self.lm_head
@@ -60,23 +61,34 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
+    def window_cache(self, layer_states: None = None) -> DynamicCache:
+        """An empty key-value cache for one window."""
+        return DynamicCache(config=self.config)
+
     def run_window(self, window_embeds: torch.Tensor, h_prev: torch.Tensor | None, stride: int, summarize: bool,
-                   layer_states: None = None):
+                   layer_states: None = None, cache: DynamicCache | None = None, past: int = 0):
         """GPT-2 on one window (at most T tokens, positions 0..t-1), with h_prev as an extra key and value at layer
         l_ins. Returns the final hidden states `(batch, t, n_embd)`, if `summarize` the next window's h_prev from
         every block's output (Eq. 1's h^(l)) over the window's first `stride` tokens (those the next window does not
-        repeat), and None: GPT-2 has no recurrent layers whose states would carry (`layer_states`)."""
+        repeat), and None: GPT-2 has no recurrent layers whose states would carry (`layer_states`).
+
+        With a `cache` (`window_cache`), the blocks keep their keys and values in it; if it already holds the window's
+        first `past` tokens, `window_embeds` are the tokens after them (positions past..past+t-1). Block l_ins's cache
+        then also holds h_prev's key and value, one entry more than the others: each block gets the causal mask over
+        the keys its own cache holds."""
         t = window_embeds.shape[1]
-        positions = torch.arange(t, device=window_embeds.device)
+        positions = torch.arange(past, past + t, device=window_embeds.device)
         hidden = self.transformer.drop(window_embeds + self.transformer.wpe(positions))
+        caching = {} if cache is None else {cache_argument(self.transformer.h[0]): cache, "use_cache": True}
         hidden_states = []
         for index, block in enumerate(self.transformer.h):
             extra = h_prev is not None and index == self.config.insertion_layer
-            if extra:  # h_prev goes first: visible from every position, its own output dropped below
+            if extra and not past:  # h_prev goes first: visible from every position, its own output dropped below
                 hidden = torch.cat([h_prev[:, None, :].to(hidden.dtype), hidden], dim=1)
-            hidden = block(hidden, attention_mask=causal_mask(hidden.shape[1], hidden))
+            cached = past + 1 if extra and past else past  # keys already in this block's cache
+            hidden = block(hidden, attention_mask=causal_mask(hidden.shape[1], hidden, past=cached), **caching)
             hidden = hidden[0] if isinstance(hidden, tuple) else hidden
-            if extra:
+            if extra and not past:
                 hidden = hidden[:, 1:]
             hidden_states.append(hidden)
         next_h_prev = self.recurrence([state[:, :stride] for state in hidden_states]) if summarize else None

@@ -3,15 +3,18 @@ recurrence module (a pooled summary z of one window and the feed-forward network
 key and value of the next window), whole-window gradient checkpointing and the recurrence module's initialisation
 (`WindowRecurrenceMixin`), and the checks of the recurrence config fields and of the inputs."""
 
+import copy
+import inspect
 import os
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 import torch
 import torch.utils.checkpoint
 from torch import nn
 from torch.nn import functional as F
 from transformers import initialization as init
+from transformers.cache_utils import Cache
 from transformers.utils import ModelOutput
 
 POOLINGS = ("layer_weighted", "last_layer")
@@ -113,6 +116,9 @@ class RecurrentState(ModelOutput):
     last_logits: `(batch, vocab)` logits at the last token so far: they predict the next call's first token.
     layer_states: with `carry_layer_states`, the recurrent layers' states at the start of that window, by layer index
         (a tuple of (convolution state, recurrent state) pairs, one per state the layer keeps); None otherwise.
+    cache: with `use_cache`, the key-value cache of `window_tokens` (with h_prev or the read memory), so that the next
+        call runs only its new tokens; None otherwise. A call never changes the cache of the state it is given, so a
+        state can be continued more than once.
     """
 
     window_index: int = 0
@@ -120,6 +126,7 @@ class RecurrentState(ModelOutput):
     window_tokens: torch.Tensor | None = None
     last_logits: torch.Tensor | None = None
     layer_states: dict | None = None
+    cache: Cache | None = None
 
 
 @dataclass
@@ -147,12 +154,36 @@ def summed_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
                            reduction="sum")
 
 
+@lru_cache(maxsize=None)
+def forward_signature(module_class: type) -> inspect.Signature:
+    """The signature of a module class's `forward`, looked up once (hooks bind each call's arguments to it)."""
+    return inspect.signature(module_class.forward)
+
+
+def cache_argument(module: nn.Module) -> str:
+    """The name under which `module`'s forward takes a key-value cache: transformers renamed past_key_values to cache
+    in 5.24."""
+    return "cache" if "cache" in forward_signature(type(module)).parameters else "past_key_values"
+
+
+def continued(cache: Cache) -> Cache:
+    """A copy of `cache` that a call can extend while `cache` stays as it was: the attention layers' keys and values,
+    which a cache layer only ever replaces by longer tensors, are shared; the rest (the recurrent layers' states, which
+    their one-token steps update in place) is copied."""
+    shared = {id(tensor): tensor for layer in cache.layers
+              for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)) if tensor is not None}
+    return copy.deepcopy(cache, shared)
+
+
 class RecurrentCausalLMMixin(WindowRecurrenceMixin):
     """A causal LM that reads any number of tokens in windows (§3.1): the loss accounting over windows, the state that
     carries a document from one call to the next, and `generate` across windows. The model provides
-    `run_window(window_embeds, h_prev, stride, summarize, layer_states) -> (final hidden states, next h_prev or None,
-    next layer_states or None)` (from the window's token embeddings) and `get_output_embeddings()`. Put it before the
-    `PreTrainedModel` base."""
+    `run_window(window_embeds, h_prev, stride, summarize, layer_states, cache, past) -> (final hidden states, next
+    h_prev or None, next layer_states or None)` (from the window's token embeddings; with a `cache` holding the
+    window's first `past` tokens, from the embeddings of the tokens after them), `window_cache(layer_states)` (an empty
+    cache for one window) and `get_output_embeddings()`. Put it before the `PreTrainedModel` base."""
+
+    cache_takes_many_tokens = True  # whether a call of several tokens can extend a window's cache
 
     def _check_inputs(self, input_ids: torch.Tensor, recurrent_state: "RecurrentState | None"):
         check_input_ids(input_ids, "batch_size, sequence_length", self.config.vocab_size)
@@ -163,16 +194,31 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
                     f"{input_ids.shape[0]}"
                 )
 
-    def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, attention_mask=None, **kwargs):
-        """`generate` feeds the whole prompt once, then one new token per step with the recurrent state, which holds
-        the unfinished window (so each step costs at most one window, and generation runs across windows). Prompts
-        must be unpadded: a padded prompt would be continued after its padding."""
-        if recurrent_state is None and attention_mask is not None and not bool(attention_mask.bool().all()):
-            raise ValueError("generate takes prompts without padding (generate each prompt on its own): a padded "
-                             "prompt would be continued after its padding.")
-        if recurrent_state is not None:
+    def _refuse_cache(self, kwargs: dict):
+        for name in ("cache", "past_key_values"):
+            if kwargs.get(name) is not None:
+                raise ValueError(f"{type(self).__name__} keeps its key-value cache in recurrent_state (use_cache=True) "
+                                 f"and cannot take a {type(kwargs[name]).__name__} ({name})")
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        """`generate` makes no cache of its own: the window's cache travels in `recurrent_state`."""
+        return False
+
+    def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, attention_mask=None, use_cache=None,
+                                      is_first_iteration=False, **kwargs):
+        """`generate` feeds the prompt once (continuing the documents of a `recurrent_state` passed to it, which then
+        holds the text before the prompt), then one new token per step with the recurrent state. With the cache (the
+        default) a step costs one token through the model, and a window boundary one window; with `use_cache=False`
+        each step runs the unfinished window again. Prompts must be unpadded: a padded prompt would be continued after
+        its padding."""
+        if is_first_iteration:
+            if attention_mask is not None and not bool(attention_mask.bool().all()):
+                raise ValueError("generate takes prompts without padding (generate each prompt on its own): a padded "
+                                 "prompt would be continued after its padding.")
+        else:
             input_ids = input_ids[:, -1:]
-        return {"input_ids": input_ids, "recurrent_state": recurrent_state}
+        return {"input_ids": input_ids, "recurrent_state": recurrent_state, "use_cache": use_cache}
 
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
         model_kwargs["recurrent_state"] = outputs.recurrent_state
@@ -184,16 +230,19 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         return self.get_output_embeddings()(hidden)
 
     def window_step(self, window_ids, window_embeds, h_prev, layer_states, owned_from: int, targets, summarize: bool,
-                    stride: int, all_logits: bool = True, head: bool = True):
+                    stride: int, all_logits: bool = True, head: bool = True, cache: Cache | None = None,
+                    past: int = 0):
         """One window: logits of the tokens it owns (window-local positions >= owned_from; only the last one's unless
         `all_logits`), the summed loss of `targets` (the labels those logits predict, possibly fewer), and h_prev for
         the next window, pooled over the window's first `stride` tokens (those the next window does not repeat), and
         the recurrent layers' states for it (`carry_layer_states`). `window_embeds`: the window's token embeddings if
         already looked up, else None. Without `head`, the final hidden states of the tokens it owns instead of logits,
-        and no loss."""
+        and no loss. With a `cache` that holds the window's first `past` tokens, `window_ids` are the tokens after them
+        (and `owned_from` counts from there); the cache is extended with them."""
         if window_embeds is None:
             window_embeds = self.get_input_embeddings()(window_ids)
-        hidden, next_h_prev, next_layer_states = self.run_window(window_embeds, h_prev, stride, summarize, layer_states)
+        hidden, next_h_prev, next_layer_states = self.run_window(window_embeds, h_prev, stride, summarize, layer_states,
+                                                                 cache, past)
         if not head:
             return hidden[:, owned_from:], None, next_h_prev, next_layer_states
         logits = self.lm_logits(hidden[:, owned_from:])
@@ -209,6 +258,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         labels: torch.LongTensor | None = None,
         recurrent_state: RecurrentState | None = None,
         overlap: int | None = None,
+        use_cache: bool | None = None,
         return_dict: bool | None = None,
         **kwargs,
     ) -> RecurrentCausalLMOutput | tuple:
@@ -224,6 +274,10 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         overlap (`int`, *optional*): read with this overlap instead of `config.overlap` (the baseline of Tables 1-2
             evaluated at several overlaps; a recurrent model is meant to be read at the overlap it was trained with,
             §4.2). Pass the same value in every call of one document.
+        use_cache (`bool`, *optional*, defaults to False; `generate` turns it on): keep the key-value cache of the
+            unfinished window in the returned `recurrent_state`, so that the next call runs only its new tokens
+            through the model instead of the whole unfinished window again. A window that fills up still runs whole
+            once, for its summary h_prev. Off with window gradient checkpointing in training.
 
         With gradient checkpointing on in training (§3.2), each window is recomputed in the backward pass and only its
         inputs, h_prev and its loss are kept, so memory does not grow with the number of windows beyond those. In
@@ -232,6 +286,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         is taken instead of all of them being kept and copied into one tensor.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        self._refuse_cache(kwargs)
         self._check_inputs(input_ids, recurrent_state)
         if labels is not None and tuple(labels.shape) != tuple(input_ids.shape):
             raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(input_ids.shape)}")
@@ -253,6 +308,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         window_index, h_prev, layer_states = state.window_index, state.h_prev, state.layer_states
         carries = self.config.use_recurrence or getattr(self.config, "carry_layer_states", False)
         checkpointing = self.gradient_checkpointing and self.training
+        use_cache = bool(use_cache) and not checkpointing  # a checkpointed window is run again in backward
         # training on labels needs the loss only: each window's logits are freed once its loss is taken
         keep_logits = not checkpointing and not (self.training and labels is not None)
         # Without window checkpointing every window's activations are kept until backward anyway, so the embedding
@@ -275,16 +331,25 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
                 loss_sum = loss_sum + F.cross_entropy(state.last_logits.float(), labels[:, 0], ignore_index=-100,
                                                       reduction="sum")
 
-        pieces, target_pieces, start = [], [], 0
+        pieces, target_pieces, start, cache = [], [], 0, None
         while True:
             end = min(start + window, tokens.shape[1])
             owned_from = max(overlap if window_index > 0 else 0, new_from - start)  # window-local
-            summarize = end - start == window and carries
+            finished = end - start == window
+            summarize = finished and carries
             targets = shifted[:, start + owned_from:end] if labels is not None else None
+            cache = None
             if owned_from < end - start or summarize:
-                window_embeds = embedded[:, start:end] if once_per_call else None
-                step = (tokens[:, start:end], window_embeds, h_prev, layer_states, owned_from, targets, summarize,
-                        stride, keep_logits, not once_per_call)
+                # the tokens already in the state's cache are not run again; a window to summarize runs whole once
+                continues = state.cache is not None and (input_ids.shape[1] == 1 or self.cache_takes_many_tokens)
+                past = new_from if start == 0 and use_cache and continues and not summarize else 0
+                if past:
+                    cache = continued(state.cache)
+                elif use_cache and not finished:
+                    cache = self.window_cache(layer_states)
+                window_embeds = embedded[:, start + past:end] if once_per_call else None
+                step = (tokens[:, start + past:end], window_embeds, h_prev, layer_states, owned_from - past, targets,
+                        summarize, stride, keep_logits, not once_per_call, cache, past)
                 if checkpointing:  # keep only the window's inputs and its small outputs; recompute the rest
                     logits, window_loss, next_h_prev, next_layer_states = self._gradient_checkpointing_func(
                         self.window_step, *step)
@@ -295,7 +360,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
                     target_pieces.append(targets)
                     if window_loss is not None:
                         loss_sum = loss_sum + window_loss
-            if end - start < window:  # an unfinished window: the next call extends it
+            if not finished:  # an unfinished window: the next call extends it
                 break
             # a full window: its summary h_prev (and the recurrent layers' states at its end) stands for everything
             # before the next window's first new token
@@ -303,6 +368,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             layer_states = next_layer_states
             window_index += 1
             start += stride
+            cache = None
             if start + overlap >= tokens.shape[1]:  # the next window has no new token yet
                 break
         logits = torch.cat(pieces, dim=1)
@@ -314,13 +380,12 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             logits = logits[:, -1:]
         next_state = RecurrentState(
             window_index=window_index, h_prev=h_prev, window_tokens=tokens[:, start:], last_logits=logits[:, -1],
-            layer_states=layer_states,
+            layer_states=layer_states, cache=cache,
         )
         loss = loss_sum / max(count, 1) if labels is not None else None
         output = RecurrentCausalLMOutput(loss=loss, num_predicted_tokens=count, logits=logits,
                                          recurrent_state=next_state)
         return output if return_dict else output.to_tuple()
-
 
 
 class RecurrenceModule(nn.Module):
