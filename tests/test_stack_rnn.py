@@ -90,7 +90,8 @@ def test_the_model_is_its_equations_written_out(fields):
 
 
 def test_the_default_stack_gives_the_outputs_of_a_stack_as_deep_as_the_sequence():
-    """stack_size=None keeps only the cells that can still reach the read; the outputs are those of the full stack."""
+    """stack_size=None keeps only the cells that can still reach the read; the outputs are those of the full stack
+    (to rounding: the two stacks' tensors have different shapes, so the CPU's vector loops may add in another order)."""
     torch.manual_seed(0)
     grown = StackRNNModel(tiny(stack_size=None, stack_read_depth=2)).eval()
     deep = StackRNNModel(tiny(stack_size=12, stack_read_depth=2)).eval()
@@ -98,7 +99,7 @@ def test_the_default_stack_gives_the_outputs_of_a_stack_as_deep_as_the_sequence(
     ids, _ = batch(lengths=(12, 12))
     with torch.no_grad():
         for expected, got in zip(deep(ids).to_tuple(), grown(ids).to_tuple(), strict=True):
-            assert torch.equal(expected, got)
+            torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
 
 
 def saturated_model(stack_size):
