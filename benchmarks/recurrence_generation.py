@@ -12,6 +12,7 @@ short warm-up each; medians of `--repeats`.
 
     python benchmarks/recurrence_generation.py --threads 1 --json docs/recurrence_generation_cpu.json
     python benchmarks/recurrence_generation.py --threads 1 --windows 128 512 --uncached
+    python benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --json docs/recurrence_generation_gpu.json
 """
 
 import argparse
@@ -44,9 +45,12 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=1, help="timed runs of each model per window (medians)")
     parser.add_argument("--uncached", action="store_true", help="also time the recurrent model with use_cache=False")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (timings synchronize the device)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's, all cores)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: no CUDA device is available")
     if args.total is None:
         args.total = [2 * window for window in args.windows]
     if len(args.total) != len(args.windows):
@@ -65,14 +69,20 @@ def build(args, window: int) -> CausalLMWithRecurrence:
         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.heads,
         max_position_embeddings=max(max(args.total), window + 1), bos_token_id=None, eos_token_id=None,
         pad_token_id=None, attn_implementation="sdpa",
-    )).to(DTYPES[args.dtype])
+    )).to(device=args.device, dtype=DTYPES[args.dtype])
     return CausalLMWithRecurrence.wrap(decoder, window_size=window, insertion_layer=args.insertion_layer)
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def measure(args, window: int, total: int) -> dict:
     """Tokens per second of each way of generating `total - prompt` tokens after the same prompt."""
     model = build(args, window)
-    prompt = torch.randint(0, args.vocab_size, (args.batch_size, args.prompt), generator=torch.Generator().manual_seed(1))
+    prompt = torch.randint(0, args.vocab_size, (args.batch_size, args.prompt),
+                           generator=torch.Generator().manual_seed(1)).to(args.device)
     new_tokens = total - args.prompt
     common = dict(do_sample=False, pad_token_id=0, attention_mask=torch.ones_like(prompt))
     ways = {"plain": lambda n: model.decoder.generate(prompt, max_new_tokens=n, min_new_tokens=n, **common),
@@ -86,8 +96,10 @@ def measure(args, window: int, total: int) -> dict:
             generate(4)
         for _ in range(args.repeats):
             for name, generate in ways.items():
+                synchronize(args.device)
                 start = time.perf_counter()
                 out = generate(new_tokens)
+                synchronize(args.device)
                 seconds[name].append(time.perf_counter() - start)
                 assert out.shape[1] == total
     tokens_per_second = {name: args.batch_size * new_tokens / statistics.median(times)

@@ -161,9 +161,10 @@ def forward_signature(module_class: type) -> inspect.Signature:
 
 
 def cache_argument(module: nn.Module) -> str:
-    """The name under which `module`'s forward takes a key-value cache: transformers renamed past_key_values to cache
-    in 5.24."""
-    return "cache" if "cache" in forward_signature(type(module)).parameters else "past_key_values"
+    """The name under which `module`'s forward takes a key-value cache: transformers renamed past_key_values (and the
+    Mamba families' cache_params) to cache in 5.24."""
+    parameters = forward_signature(type(module)).parameters
+    return next((name for name in ("cache", "cache_params") if name in parameters), "past_key_values")
 
 
 def continued(cache: Cache) -> Cache:
