@@ -57,9 +57,10 @@ from lengthgen.modeling.recurrence.flops import non_embedding_parameters
 from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import (
     CARRIES_LAYER_STATES,
     decoder_layers,
+    decoder_stack,
     softmax_attention_layers,
-    transformers_version,
 )
+from lengthgen.modeling.recurrence.recurrence_module import cache_argument
 
 VOCAB = 50
 SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
@@ -554,6 +555,14 @@ def test_a_key_value_cache_passed_in_and_left_padded_prompts_are_refused():
         model.generate(x, attention_mask=left_padded, max_new_tokens=2, do_sample=False, pad_token_id=0)
 
 
+@pytest.mark.parametrize("family", [*FAMILIES, *WITHOUT_ATTENTION, *CARRYING])
+def test_the_window_cache_goes_to_the_argument_the_model_takes(family):
+    """A cache passed under a name the model does not take would vanish into its `**kwargs` (the model would run with
+    a cache of its own and drop it): the Mamba families took theirs as `cache_params` before transformers 5.24."""
+    stack = decoder_stack(AutoModelForCausalLM.from_config({**FAMILIES, **WITHOUT_ATTENTION, **CARRYING}[family](2)))
+    assert cache_argument(stack) in inspect.signature(type(stack).forward).parameters
+
+
 def test_generate_runs_one_token_per_step_on_the_cache():
     """With the cache a step runs one token through the model; a window that fills up runs whole once (for h_prev),
     and the next window starts with its overlap and its first new token. Without the cache each step runs the
@@ -614,12 +623,6 @@ def test_generate_continues_the_documents_of_a_recurrent_state(family, fields):
         assert torch.equal(continued, whole[:, 9:])
 
 
-def skip_unless_this_transformers_carries(family):
-    needed = CARRIES_LAYER_STATES[CARRYING[family](1).model_type]
-    if transformers_version() < needed:
-        pytest.skip(f"{family} carries its states from transformers {needed} on (refused before: tested below)")
-
-
 def one_pass_with_attention_in_blocks(decoder, x, blocks):
     """The unmodified model over the whole of `x` in one pass, its softmax-attention layers confined to consecutive
     blocks of the given lengths (a block-diagonal causal mask, positions restarting at 0 in each block), its other
@@ -653,7 +656,6 @@ def one_pass_with_attention_in_windows(decoder, x, window):
 def test_carried_layer_states_read_the_document_as_one_pass(family):
     """Without h_prev, the wrapper with `carry_layer_states` equals one pass of the unmodified model whose attention
     layers see only their window; without carrying, it does not (each window's recurrent layers start from zero)."""
-    skip_unless_this_transformers_carries(family)
     x = tokens(24)
     model, decoder = models(family, overlap=0, use_recurrence=False, carry_layer_states=True)
     afresh, _ = models(family, overlap=0, use_recurrence=False)
@@ -671,7 +673,6 @@ def test_carried_layer_states_with_an_overlap_pass_on_the_state_after_the_stride
     starts from the states after windows 0..w-1's first s tokens. So its logits are those of one pass of the
     unmodified model over the document up to its end, attention confined to blocks s, ..., s (w of them), then T (the
     window itself)."""
-    skip_unless_this_transformers_carries(family)
     window, overlap, x = 8, 3, tokens(27)
     model, decoder = models(family, window=window, overlap=overlap, use_recurrence=False, carry_layer_states=True)
     with torch.no_grad():
@@ -692,7 +693,6 @@ def test_carried_layer_states_read_one_token_at_a_time_as_in_one_call(family, ov
     is given in place: the states kept for the window's start must not change (they did: 0.03 off on Qwen3.5). With
     the cache each call takes that one-token step on the window's cache, whose recurrent layers started from the
     carried states."""
-    skip_unless_this_transformers_carries(family)
     model, _ = models(family, overlap=overlap, use_recurrence=False, carry_layer_states=True)
     x = tokens(20)
     with torch.no_grad():
@@ -791,17 +791,3 @@ def test_carrying_layer_states_is_refused_where_it_would_be_wrong(family, fields
     with pytest.raises(ValueError, match=message):
         CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=family != "mamba",
                                     carry_layer_states=True, **fields)
-
-
-def test_carrying_a_mamba2_models_states_needs_the_transformers_that_continues_its_scan(monkeypatch):
-    """Under transformers 5.17 Mamba-2's many-token scan restarted from zero whatever the cache held (measured: the
-    logits then differ from one pass by 2.1); the wrapper names the version instead of computing that."""
-    import transformers
-
-    decoder = AutoModelForCausalLM.from_config(CARRYING["mamba2"](2))
-    monkeypatch.setattr(transformers, "__version__", "5.17.0")
-    with pytest.raises(ValueError, match=r"needs transformers >= 5.24 for a 'mamba2' model .*found 5.17.0$"):
-        CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=False,
-                                    carry_layer_states=True)
-    monkeypatch.setattr(transformers, "__version__", "5.24.0")
-    CausalLMWithRecurrence.wrap(decoder, window_size=8, insertion_layer=1, use_recurrence=False, carry_layer_states=True)

@@ -44,7 +44,6 @@ import inspect
 from types import MethodType
 
 import torch
-import transformers
 from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, GenerationMixin, PreTrainedModel
@@ -65,20 +64,13 @@ ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 SOFTMAX_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention", "hybrid", "attention")
 # layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
 LIMITED_ATTENTION = (("sliding_attention", "sliding_window"), ("chunked_attention", "attention_chunk_size"))
-# families whose recurrent layers go on from a cached state over a many-token input, from the transformers version on
-# where that was tested (one pass over the document with attention limited to the windows; under 5.17 Mamba-2's
-# many-token scan still started from zero), and why some others cannot
-CARRIES_LAYER_STATES = {"qwen3_5_text": (5, 17), "qwen3_next": (5, 17), "lfm2": (5, 17), "lfm2_moe": (5, 17),
-                        "granitemoehybrid": (5, 17), "bamba": (5, 17), "falcon_h1": (5, 17), "nemotron_h": (5, 17),
-                        "kimi_linear": (5, 17), "mamba2": (5, 24)}
+# families whose recurrent layers go on from a cached state over a many-token input (tested: one pass over the
+# document with attention limited to the windows), and why some others cannot
+CARRIES_LAYER_STATES = ("qwen3_5_text", "qwen3_next", "lfm2", "lfm2_moe", "granitemoehybrid", "bamba", "falcon_h1",
+                        "nemotron_h", "kimi_linear", "mamba2")
 MAMBA_1 = "its Mamba-1 scan restarts from zero in every many-token call in transformers"
 CANNOT_CARRY = {"mamba": MAMBA_1, "falcon_mamba": MAMBA_1, "jamba": MAMBA_1,
                 "minimax": "its lightning attention keeps its state in a cache of its own"}
-
-
-def transformers_version() -> tuple[int, int]:
-    """The installed transformers' (major, minor)."""
-    return tuple(int(part) for part in transformers.__version__.split(".")[:2])
 
 
 def decoder_stack(model: PreTrainedModel) -> nn.Module:
@@ -140,11 +132,6 @@ def check_carries_layer_states(model: PreTrainedModel):
         reason = CANNOT_CARRY.get(model_type, "it has no recurrent layers (its attention reads each window afresh)")
         raise ValueError(f"carry_layer_states cannot carry a {model_type!r} model's layer states: {reason}; the "
                          f"families it can: {', '.join(CARRIES_LAYER_STATES)}")
-    needed = CARRIES_LAYER_STATES[model_type]
-    if transformers_version() < needed:
-        raise ValueError(f"carry_layer_states needs transformers >= {'.'.join(map(str, needed))} for a {model_type!r} "
-                         f"model (before, its layers restart from zero in every many-token call), found "
-                         f"{transformers.__version__}")
 
 
 def _assign_conv_state(layer, conv_states, state_idx=0, conv_kernel_size=None, **kwargs):
@@ -275,11 +262,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     @property
     def cache_takes_many_tokens(self) -> bool:
         """Whether a call of several tokens can extend a window's cache: not in the families whose recurrent layers
-        do not go on from a cached state over a many-token input (`CANNOT_CARRY`: Mamba-1, MiniMax; Mamba-2 before
-        transformers 5.24). There such a call runs its window afresh; one token (a `generate` step) still extends the
-        cache."""
-        model_type = self.decoder.config.model_type
-        return model_type not in CANNOT_CARRY and transformers_version() >= CARRIES_LAYER_STATES.get(model_type, (0, 0))
+        do not go on from a cached state over a many-token input (`CANNOT_CARRY`: Mamba-1, MiniMax). There such a
+        call runs its window afresh; one token (a `generate` step) still extends the cache."""
+        return self.decoder.config.model_type not in CANNOT_CARRY
 
     @property
     def rotary_embedding(self) -> nn.Module | None:
