@@ -31,6 +31,7 @@ from lengthgen.data.long_documents import (
     tokenize_documents,
     wikitext_documents,
 )
+from lengthgen.cli import UsageError
 from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.modeling import (
     CausalLMWithRecurrence,
@@ -488,3 +489,22 @@ def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monke
     shutil.copytree(tmp_path / "sharded" / "checkpoint-2", resumed / "checkpoint-2")
     run([*launch, str(script), *arguments, "--output_dir", str(resumed)])
     assert losses(resumed)[-2:] == pytest.approx(losses(tmp_path / "sharded")[-2:], rel=1e-4)
+
+
+def test_a_checkpoint_saved_in_half_precision_is_fine_tuned_in_fp32_unless_asked(tmp_path):
+    """transformers loads a checkpoint in the precision it was saved in (dtype="auto"); the script loads float32 by
+    default (fp32 weights and AdamW states; --bf16 for autocast), the checkpoint's own precision with --dtype auto."""
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4)).to(torch.bfloat16).save_pretrained(tmp_path / "llama")
+    GPT2LMHeadModel(GPT2Config(vocab_size=40, n_positions=16, n_embd=32, n_layer=2, n_head=2)).to(
+        torch.float16).save_pretrained(tmp_path / "gpt2")
+    for name, saved in (("llama", torch.bfloat16), ("gpt2", torch.float16)):
+        for flag, expected in ((None, torch.float32), ("auto", saved), ("bfloat16", torch.bfloat16)):
+            arguments = causal_lm.RecurrentLMArguments(model_name_or_path=str(tmp_path / name), window_size=8,
+                                                       insertion_layer=1, **({"dtype": flag} if flag else {}))
+            model = causal_lm.load_model(arguments, tokenizer=None)
+            decoder = {p.dtype for n, p in model.named_parameters() if "recurrence" not in n}
+            assert decoder == {expected}, (name, flag, decoder)
+    with pytest.raises(UsageError, match="--dtype must be float32, bfloat16, float16 or auto, got 'fp8'"):
+        causal_lm.RecurrentLMArguments(model_name_or_path=str(tmp_path / "llama"), dtype="fp8")

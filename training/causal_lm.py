@@ -94,8 +94,15 @@ class RecurrentLMArguments:
         "help": "A hybrid's (Qwen3.5, LFM2, Granite 4, ...) or Mamba-2's recurrent layers carry their states from window "
                 "to window (not in the paper; with an overlap, the state after each window's first T - overlap tokens)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
+    dtype: str = field(default="float32", metadata={
+        "help": "Precision the checkpoint's weights are loaded in: float32 (the default: fp32 weights and optimizer "
+                "states, --bf16 trains in autocast, as FSDP's mixed precision does), bfloat16, float16, or auto (the "
+                "precision the checkpoint was saved in, what transformers' from_pretrained does by default).",
+        "choices": ["float32", "bfloat16", "float16", "auto"]})
 
     def __post_init__(self):  # mistakes named before any model is loaded
+        if self.dtype not in ("float32", "bfloat16", "float16", "auto"):
+            raise UsageError(f"--dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}.")
         check_model_paths(self)
         check_positive({f"--{flag}": getattr(self, flag)
                         for flag in ("window_size", "recurrence_hidden_size", "recurrence_num_hidden_layers")})
@@ -257,13 +264,18 @@ def load_model(model_args: RecurrentLMArguments, tokenizer) -> GPT2WithRecurrenc
             if fields.pop(flag, None):
                 raise UsageError(f"--{flag} needs a CausalLMWithRecurrence; GPT-2 models here carry h_prev only.")
     if model_args.model_name_or_path:
+        dtype = model_args.dtype if model_args.dtype == "auto" else getattr(torch, model_args.dtype)
         if config.model_type == "gpt2":
-            return GPT2WithRecurrence.from_pretrained_gpt2(model_args.model_name_or_path, **fields)
+            model = GPT2WithRecurrence.from_pretrained_gpt2(model_args.model_name_or_path, **fields)
+            if dtype == "auto":  # the precision the checkpoint was saved in, as its config records it
+                dtype = getattr(config, "dtype", None)
+                dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+            return model.to(dtype) if dtype is not None else model
         if config.model_type in ("gpt2_recurrent", "causal_lm_recurrent"):
             return AutoModelForCausalLM.from_pretrained(
-                model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code, **fields
+                model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code, dtype=dtype, **fields
             )
-        return CausalLMWithRecurrence.from_pretrained(model_args.model_name_or_path,
+        return CausalLMWithRecurrence.from_pretrained(model_args.model_name_or_path, dtype=dtype,
                                                       trust_remote_code=model_args.trust_remote_code, **fields)
     if model_args.config_overrides:
         config.update_from_string(model_args.config_overrides)
