@@ -16,26 +16,23 @@ final model gathered into one ordinary checkpoint.
 
 import os
 
+from accelerate.utils import parse_flag_from_env, str_to_bool
+
 from lengthgen.cli import UsageError
-
-
-def _flag(value) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "y", "on")
 
 
 def fsdp_activation_checkpointing(training_args) -> bool:
     """Whether FSDP will checkpoint every wrapped layer: `fsdp_activation_checkpointing` of an accelerate config (the
     launcher's environment), or `activation_checkpointing` in `--fsdp_config`."""
     if training_args.fsdp:
-        return _flag((training_args.fsdp_config or {}).get("activation_checkpointing", False))
-    return _flag(os.environ.get("ACCELERATE_USE_FSDP", "false")) and \
-        _flag(os.environ.get("FSDP_ACTIVATION_CHECKPOINTING", "false"))
+        return str_to_bool(str((training_args.fsdp_config or {}).get("activation_checkpointing", False)), to_bool=True)
+    return parse_flag_from_env("ACCELERATE_USE_FSDP") and parse_flag_from_env("FSDP_ACTIVATION_CHECKPOINTING")
 
 
 def shards_parameters(training_args) -> bool:
     """Whether training runs under FSDP or DeepSpeed (through `--fsdp` / `--deepspeed` or an accelerate config)."""
     return bool(training_args.fsdp or training_args.deepspeed) or any(
-        _flag(os.environ.get(name, "false")) for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"))
+        parse_flag_from_env(name) for name in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"))
 
 
 def check_launch(training_args, reads_windows: bool = False) -> None:
