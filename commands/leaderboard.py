@@ -22,12 +22,15 @@ Score: the mean, over the difficulties above the training range, of the accuracy
 Chomsky-hierarchy tasks (as Delétang et al. score them), accuracy of the whole answer elsewhere.
 
 A protocol (`--protocol chomsky`: Delétang et al.'s 15 tasks, lengths and score) sets the tasks, their data, the
-budget and the runs (every seed at every learning rate of `--learning_rates`); flags given win over it:
+budget, the runs (every seed at every learning rate of `--learning_rates`) and its board's models; flags given win
+over it:
 
+    lengthgen leaderboard --protocol chomsky --output_dir outputs/chomsky                # the whole board
     lengthgen leaderboard --protocol chomsky --models lstm stack_rnn rope nope --output_dir outputs/chomsky
 
 `--shard I/N` runs only the cells of shard I of N (each cell belongs to exactly one): N processes or machines given
 the same arguments and output folder run the whole grid once, and each writes the tables from all the cells there.
+`--workers K` runs K cells at a time in K processes of one machine (`--threads` each): its cores, or one GPU.
 """
 
 import argparse
@@ -45,7 +48,7 @@ from lengthgen.leaderboard.tasks import DATA_SCALES
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="lengthgen leaderboard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", help=f"models: {model_names_help()}")
+    parser.add_argument("--models", nargs="+", help=f"models (default: the protocol's board): {model_names_help()}")
     parser.add_argument("--tasks", nargs="+",
                         help="tasks: builder/config (e.g. ctl/backward, chomsky_hierarchy/parity_check) or "
                              "hf:PATH_OR_HUB_ID[:CONFIG]")
@@ -66,10 +69,14 @@ def main(argv=None):
     parser.add_argument("--dataset_param", nargs="+", default=[], metavar="KEY=VALUE",
                         help="generating parameters, set on every task whose builder has them, e.g. "
                              "test_lengths=[21,60] (JSON values)")
-    parser.add_argument("--threads", type=int, help="torch threads (two runs side by side: 1 each)")
+    parser.add_argument("--threads", type=int, help="torch threads of each cell (two runs side by side: 1 each)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="cells run at a time, each in its own process (default 1): a machine's cores, or one GPU "
+                             "shared by several of these small models")
     parser.add_argument("--leaderboard_only", action="store_true", help="rewrite the leaderboard from the cells")
     args = parser.parse_args(argv)
     check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,
+                    "--workers": args.workers,
                     "--per_device_train_batch_size": args.per_device_train_batch_size,
                     "--learning_rate": args.learning_rate,
                     **{"--learning_rates": rate for rate in args.learning_rates or []}})
@@ -81,9 +88,10 @@ def main(argv=None):
         return
     chosen = protocol(args.protocol) if args.protocol else None
     tasks = args.tasks or (chosen.tasks if chosen else None)
-    if not (args.models and tasks):
-        raise UsageError("--models and --tasks are required (--tasks comes with a --protocol; --leaderboard_only "
-                         "rewrites the tables from the cells).")
+    models = args.models or (chosen.models if chosen else None)
+    if not (models and tasks):
+        raise UsageError("--models and --tasks are required (a --protocol brings its tasks and its board's models; "
+                         "--leaderboard_only rewrites the tables from the cells).")
     training = {**(chosen.training if chosen else {}),
                 **{key: getattr(args, key) for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
                    if getattr(args, key) is not None}}
@@ -91,9 +99,9 @@ def main(argv=None):
     learning_rates = args.learning_rates or (chosen.learning_rates if chosen and args.learning_rate is None else None)
     seeds = args.seeds or (chosen.seeds if chosen else 3)
     data_scale = args.data_scale or (chosen.data_scale if chosen else "small")
-    records = run_grid(args.models, tasks, seeds, args.output_dir, training, data_scale, params, args.threads,
+    records = run_grid(models, tasks, seeds, args.output_dir, training, data_scale, params, args.threads,
                        learning_rates=learning_rates, shard=shard, protocol=chosen.name if chosen else None,
-                       generalizes=chosen.generalizes if chosen else None)
+                       generalizes=chosen.generalizes if chosen else None, workers=args.workers)
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; "
           f"{os.path.join(args.output_dir, 'leaderboard.md')}")

@@ -1,9 +1,12 @@
 """Every (model, task, learning rate, seed) cell of a leaderboard, resumable and shardable, then its tables."""
 
-import json
-import os
+import contextlib
 import hashlib
+import json
+import multiprocessing
+import os
 import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import torch
 
@@ -24,13 +27,16 @@ def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
 def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None = None, data_scale: str = "small",
              params: dict | None = None, threads: int | None = None, learning_rates: list[float] | None = None,
              shard: tuple[int, int] | None = None, protocol: str | None = None,
-             generalizes: float | None = None) -> list[dict]:
+             generalizes: float | None = None, workers: int = 1) -> list[dict]:
     """Every cell not already finished in `output_dir/cells`, then the leaderboard from all the cells there. A cell is
     (model, task, learning rate, seed): every seed at every rate of `learning_rates` (None: the budget's one rate).
     `training` changes the budget of presets/leaderboard.yaml (`{"max_steps": 600}`); `params` sets generating
     parameters of every task whose builder has them (`{"train_size": 1000}`). `shard` (I, N) runs only the cells of
     shard I of N (`in_shard`): N processes or machines with the same arguments and folder run the whole grid once.
     `protocol` and `generalizes` (the score at which a run counts as generalizing) are recorded in each cell.
+    `workers` > 1 runs that many cells at a time, each in its own process with `threads` threads (default 1): the
+    cores of a machine, or one GPU shared by several small models. Each cell is written as it finishes, so a run
+    stopped midway keeps every finished cell.
 
     Names, and whether every model can take every task, are checked before any training (UsageError)."""
     from tqdm.auto import tqdm
@@ -64,33 +70,86 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     for model, task, *_ in todo:  # every task generated and every pairing checked before any training
         if task.name not in prepared:
             prepared[task.name] = cell.prepare_task(task)
-    problems = []
     finished = {(r["model"], r["task"]) for r in records.values()}  # pairs a finished cell has shown to work
-    for model, task_name in dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in finished):
-        try:
-            cell.check_model_takes_task(model, prepared[task_name])
-        except UsageError as error:
-            problems.append(str(error))
-    if problems:
-        raise UsageError("\n".join(problems))
+    unchecked = list(dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in finished))
+    runs = [(model, task.name, seed, {**(training or {}), **({"learning_rate": rate} if rate is not None else {})},
+             path) for model, task, seed, rate, path in todo]
+    with contextlib.ExitStack() as stack:
+        if workers > 1:
+            # spawned, not forked: a worker may initialise CUDA, and the cells share nothing but the generated data
+            # (memory-mapped Arrow files, passed by path)
+            pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=start_worker, initargs=(threads or 1, prepared))
+            stack.callback(pool.shutdown, cancel_futures=True)  # stopped midway: the queued cells are dropped
+            problems = list(pool.map(check_in_worker, *zip(*unchecked))) if unchecked else []
+        else:
+            problems = [check_pair(model, prepared[task_name]) for model, task_name in unchecked]
+        if any(problems):
+            raise UsageError("\n".join(problem for problem in problems if problem))
 
-    for model, task, seed, rate, path in (progress := tqdm(todo, desc="lengthgen leaderboard", unit="cell")):
-        run = f"seed {seed}" + (f", learning rate {rate:g}" if rate is not None else "")
-        progress.set_postfix_str(f"{model} {task.name} {run}")
-        budget = {**(training or {}), **({"learning_rate": rate} if rate is not None else {})}
-        try:
-            record = cell.run_cell(model, prepared[task.name], seed, budget)
-        except Exception as error:  # recorded; the other cells go on
-            record = {
-                "model": model, "task": task.name, "seed": seed, "status": "failed",
-                "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc(),
-            }
-            progress.write(f"cell {model} / {task.name} / {run} failed: {record['error']}")
-        record.update(protocol=protocol, generalizes=generalizes)
-        write_json(path, record)
-        records[path] = record
+        progress = stack.enter_context(tqdm(total=len(todo), desc="lengthgen leaderboard", unit="cell"))
+
+        def finish(record, path):
+            record.update(protocol=protocol, generalizes=generalizes, cells_at_once=workers)
+            write_json(path, record)
+            records[path] = record
+            if record["status"] != "ok":
+                progress.write(f"cell {describe(record)} failed: {record['error']}")
+            progress.update()
+
+        if workers > 1:
+            pending = {pool.submit(run_in_worker, model, task_name, seed, budget): path
+                       for model, task_name, seed, budget, path in runs}
+            progress.set_postfix_str(f"{workers} cells at a time")
+            for future in as_completed(pending):
+                finish(future.result(), pending[future])
+        else:
+            for model, task_name, seed, budget, path in runs:
+                progress.set_postfix_str(describe({"model": model, "task": task_name, "seed": seed, **budget}))
+                finish(run_or_record(model, prepared[task_name], seed, budget), path)
     write_leaderboard(output_dir)
     return list(records.values())
+
+
+def describe(record: dict) -> str:
+    """`model / task / seed S, learning rate R`: a cell as the progress bar and the failure messages name it."""
+    rate = record.get("learning_rate")
+    return (f"{record['model']} / {record['task']} / seed {record['seed']}"
+            + (f", learning rate {rate:g}" if rate is not None else ""))
+
+
+def run_or_record(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict) -> dict:
+    """The cell's results, or, when it fails, a record of the failure with its traceback (the other cells go on)."""
+    try:
+        return cell.run_cell(model, prepared, seed, budget)
+    except Exception as error:
+        return {"model": model, "task": prepared.task.name, "seed": seed, "learning_rate": budget.get("learning_rate"),
+                "status": "failed", "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+
+
+def check_pair(model: str, prepared: "cell.PreparedTask") -> str | None:
+    """Why `model` cannot take the task (`cell.check_model_takes_task`'s message), or None when it can."""
+    try:
+        cell.check_model_takes_task(model, prepared)
+    except UsageError as error:
+        return str(error)
+    return None
+
+
+_WORKER_TASKS = {}  # in a worker process: the prepared tasks, by name
+
+
+def start_worker(threads: int, prepared: dict) -> None:
+    torch.set_num_threads(threads)
+    _WORKER_TASKS.update(prepared)
+
+
+def check_in_worker(model: str, task_name: str) -> str | None:
+    return check_pair(model, _WORKER_TASKS[task_name])
+
+
+def run_in_worker(model: str, task_name: str, seed: int, budget: dict) -> dict:
+    return run_or_record(model, _WORKER_TASKS[task_name], seed, budget)
 
 
 def write_json(path: str, data) -> None:

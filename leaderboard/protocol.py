@@ -1,5 +1,5 @@
 """Named protocols of the leaderboard (`lengthgen leaderboard --protocol NAME`), as presets/leaderboard.yaml states
-them: the tasks, their data, the training budget, the runs of each (model, task) pair (every seed at every learning
+them: the models of its board, the tasks, their data, the training budget, the runs of each (model, task) pair (every seed at every learning
 rate), and the score at which a run counts as generalizing.
 
 A protocol fills what the command line leaves out; a flag given on the command line wins (`--tasks`, `--seeds`,
@@ -16,6 +16,7 @@ class Protocol:
     name: str
     description: str
     tasks: list[str]
+    models: list[str] = field(default_factory=list)  # the protocol's board: the models run when --models is not given
     data_scale: str = "small"
     dataset_param: dict = field(default_factory=dict)  # generating parameters over the data scale's
     training: dict = field(default_factory=dict)  # over the budget of every cell (`_training`)

@@ -120,27 +120,33 @@ def summarize(cells: list[dict]) -> list[dict]:
 
 
 def cost(cells: list[dict]) -> list[dict]:
-    """Per model, what one finished cell took: median training steps and seconds, evaluation seconds, processor
-    seconds of the whole cell (None for cells recorded without them), and the machines and threads the cells ran on."""
+    """Per model and machine, what one finished cell took: median training steps and seconds, evaluation seconds,
+    processor seconds of the whole cell (None for cells recorded without them)."""
+    groups = {}
+    for c in cells:
+        if c["status"] == "ok":
+            groups.setdefault((c["model"], machine(c)), []).append(c)
     rows = []
-    for model in sorted({c["model"] for c in cells if c["status"] == "ok"}):
-        done = [c for c in cells if c["model"] == model and c["status"] == "ok"]
-        machines = sorted({machine(c) for c in done})
-        rows.append({"model": model, "cells": len(done),
+    for (model, where), done in sorted(groups.items()):
+        rows.append({"model": model, "machine": where, "cells": len(done),
                      "steps": statistics.median(c["train_steps"] for c in done),
                      "train_seconds": statistics.median(c["train_seconds"] for c in done),
                      "eval_seconds": statistics.median(c["eval_seconds"] for c in done),
                      "cpu_seconds": statistics.median(cpu) if (cpu := [c["cpu_seconds"] for c in done
-                                                                       if "cpu_seconds" in c]) else None,
-                     "machines": machines})
+                                                                       if "cpu_seconds" in c]) else None})
     return rows
 
 
 def machine(cell: dict) -> str:
+    """The device a cell ran on: the CPU and its threads (each cell's processor seconds are its cost), or the GPU and
+    how many cells shared it (`--workers`)."""
     hardware = cell.get("hardware") or {}
-    device = hardware.get("gpu") or f"{hardware.get('cpu', 'CPU')} ({hardware.get('cpu_capability', '?')})"
+    if hardware.get("gpu"):
+        at_once = cell.get("cells_at_once") or 1
+        return hardware["gpu"] + (f", {at_once} cells at once" if at_once > 1 else "")
     threads = cell.get("threads")
-    return device + (f", {threads} thread{'s' if threads != 1 else ''}" if threads and not hardware.get("gpu") else "")
+    return (f"{hardware.get('cpu', 'CPU')} ({hardware.get('cpu_capability', '?')})"
+            + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
 
 
 def _format(value) -> str:
@@ -251,15 +257,17 @@ def write_leaderboard(output_dir: str) -> str:
         lines.append("")
     if ok:
         lines += ["## What a cell cost", "",
-                  "Median over each model's finished cells, from the cells' own records: wall-clock seconds of training "
-                  "and of evaluation, and the processor seconds of the whole cell (the cost when the cell has its "
-                  "threads to itself; wall-clock seconds grow when other work shares the machine).", "",
+                  "Median over each model's finished cells on each machine, from the cells' own records: wall-clock "
+                  "seconds of training and of evaluation, and the processor seconds of the whole cell (on a CPU the "
+                  "cost when the cell has its threads to itself; wall-clock seconds grow when other work shares the "
+                  "machine). On a GPU the wall-clock seconds are the cost, shared by the cells that ran at once.", "",
                   "| model | cells | training steps | training seconds | evaluation seconds | processor seconds | "
                   "machine |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in cost(cells):
             lines.append(f"| {r['model']} | {r['cells']} | {r['steps']:g} | {r['train_seconds']:.1f} | "
-                         f"{r['eval_seconds']:.1f} | {'' if r['cpu_seconds'] is None else format(r['cpu_seconds'], '.1f')} | {'; '.join(r['machines'])} |")
+                         f"{r['eval_seconds']:.1f} | {'' if r['cpu_seconds'] is None else format(r['cpu_seconds'], '.1f')} | "
+                         f"{r['machine']} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")
     with open(path, "w") as f:

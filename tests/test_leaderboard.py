@@ -223,7 +223,7 @@ def test_any_dataset_with_the_columns_by_path(tmp_path):
 
 def test_shards_together_write_exactly_the_cells_of_one_unsharded_run(tmp_path):
     """Two shards given the same arguments and folder run every cell once between them (each its own, none twice),
-    with the numbers of the unsharded run; each writes the tables from all the cells there."""
+    with the numbers of the unsharded run; each writes the tables from all the cells there. So do two workers."""
     grid = dict(models=["lstm"], tasks=["chomsky_hierarchy/parity_check", "chomsky_hierarchy/even_pairs"], seeds=2,
                 training={"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, learning_rates=[5e-3, 1e-3])
     whole = leaderboard.run_grid(output_dir=str(tmp_path / "whole"), **grid)
@@ -241,8 +241,21 @@ def test_shards_together_write_exactly_the_cells_of_one_unsharded_run(tmp_path):
         os.listdir(tmp_path / "sharded" / "cells"))
     rows = read_csv(str(tmp_path / "sharded" / "leaderboard.csv"))  # the second shard's tables: every cell
     assert {r["runs"] for r in rows} == {"4"}  # two seeds at two learning rates per task
+    # two worker processes (spawned, each with this process's threads) write the same cells with the same numbers
+    parallel = leaderboard.run_grid(output_dir=str(tmp_path / "workers"), workers=2, threads=torch.get_num_threads(),
+                                    **grid)
+    assert set(os.listdir(tmp_path / "workers" / "cells")) == set(os.listdir(tmp_path / "whole" / "cells"))
+    assert scores(parallel) == scores(whole) and {r["cells_at_once"] for r in parallel} == {2}
+    # on a CPU a cell's processor seconds are its cost however many ran at once; on a GPU the table says how many
+    (row,) = leaderboard.tables.cost(whole + parallel)
+    assert row["cells"] == 16 and row["machine"].endswith("thread" if torch.get_num_threads() == 1 else "threads")
+    on_gpu = [{**r, "hardware": {**r["hardware"], "gpu": "NVIDIA H100 80GB HBM3"}} for r in parallel]
+    assert [r["machine"] for r in leaderboard.tables.cost(on_gpu)] == ["NVIDIA H100 80GB HBM3, 2 cells at once"]
     with pytest.raises(UsageError, match="--shard must be I/N"):
         main(["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--shard", "3/2",
+              "--output_dir", str(tmp_path / "x")])
+    with pytest.raises(UsageError, match="--workers must be at least 1"):
+        main(["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--workers", "0",
               "--output_dir", str(tmp_path / "x")])
 
 
@@ -271,6 +284,21 @@ def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
     assert "Protocol: chomsky; a run generalizes at a score of 0.9 or more." in open(os.path.join(out, "leaderboard.md")).read()
     with pytest.raises(SystemExit):  # argparse names the valid protocols
         main(["--protocol", "nosuch", "--models", "lstm", "--output_dir", out])
+
+
+def test_a_protocol_without_models_runs_its_board(tmp_path, monkeypatch):
+    """Without --models a protocol runs its board's models, each a preset of the leaderboard."""
+    import lengthgen.commands.leaderboard as command
+    from lengthgen.leaderboard.protocol import protocol
+
+    chomsky = protocol("chomsky")
+    assert len(chomsky.models) >= 12 and all(leaderboard.model_section(m) for m in chomsky.models)
+    calls = []
+    monkeypatch.setattr(command, "run_grid", lambda models, tasks, *args, **kwargs: calls.append((models, tasks)) or [])
+    main(["--protocol", "chomsky", "--output_dir", str(tmp_path)])
+    assert calls == [(chomsky.models, chomsky.tasks)]
+    with pytest.raises(UsageError, match="--models and --tasks are required"):
+        main(["--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path)])
 
 
 @pytest.mark.parametrize("at_evaluation", [True, False])
