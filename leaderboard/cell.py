@@ -51,6 +51,7 @@ class PreparedTask:
     splits: object  # datasets.DatasetDict
     train_difficulties: list[int]
     longest: int  # tokens of the longest example a model must take: [CLS], input, separator, answer slots, [SEP]
+    tokenizer: object  # the answer-slots tokenizer over the task's alphabet (built once for every model's check)
 
 
 def prepare_task(task: Task) -> PreparedTask:
@@ -59,12 +60,13 @@ def prepare_task(task: Task) -> PreparedTask:
         raise UsageError(f"Task {task.name!r} needs a 'train' split and another to evaluate; it has {sorted(splits)}.")
     longest = max(len(models.answer_layout(i, t)[0]) + 2 for dataset in splits.values()
                   for i, t in zip(dataset["input"], dataset["target"]))
-    return PreparedTask(task, splits, sorted(set(splits["train"]["difficulty"])), longest)
+    return PreparedTask(task, splits, sorted(set(splits["train"]["difficulty"])), longest,
+                        models.answer_slots_tokenizer(splits))
 
 
 def check_model_takes_task(model_name: str, prepared: PreparedTask) -> None:
     """UsageError naming the problem when the model cannot take the task's longest example (before any training)."""
-    tokenizer = models.answer_slots_tokenizer(prepared.splits)
+    tokenizer = prepared.tokenizer
     torch.manual_seed(0)
     model = models.load_answer_reader(ModelArguments(**model_section(model_name)), tokenizer)
     longest, name = prepared.longest, prepared.task.name
