@@ -21,6 +21,11 @@
 #                 (FOLDER holds what came back: the archive's pieces replace docs/results/pieces/NAME/'s, the JSONs and
 #                 plots go to docs/results/, and what --travel took out of git's index goes back; --restore does only
 #                 the last)
+#
+# The name `board` in place of a preset runs the Chomsky-protocol leaderboard (docs/leaderboard/chomsky) for the
+# SECONDS, $BOARD_WORKERS cells at a time on the one GPU (default 12); the cells it finished come back and --collect
+# puts them in docs/leaderboard/chomsky/cells/ (then `lengthgen leaderboard --leaderboard_only --output_dir
+# docs/leaderboard/chomsky` rewrites its tables):  --travel board, then  bash benchmarks/gpu_piece.sh 540 board
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +36,7 @@ usage() {  # a command-line mistake: one line, exit status 2
 }
 
 max_presets=4  # side by side on the one GPU; their pieces come back in at most 64 MiB
+board=docs/leaderboard/chomsky  # `board`: the Chomsky-protocol leaderboard, its cells resumed and brought back
 bundle=gpu_piece.tar.part  # the one archive that comes back, in parts: gpu_piece.tar.part00, ...
 exclude=.git/info/exclude
 travel_begin="# gpu_piece.sh --travel: out of git's index until --collect or --restore"
@@ -95,6 +101,12 @@ if [[ "${1:-}" == "--collect" ]]; then
     for folder in "$back"/*/; do
         [[ -d "$folder" ]] || continue
         name=$(basename "$folder")
+        if [[ "$name" == board ]]; then  # the leaderboard's finished cells
+            mkdir -p "$board/cells"
+            cp "$folder"/cells/*.json "$board/cells/" 2>/dev/null || true
+            echo "board: $(ls "$folder/cells" | wc -l) cells"
+            continue
+        fi
         if ls "$folder"/checkpoint-*.tar.part* > /dev/null 2>&1; then
             rm -f docs/results/pieces/"$name"/checkpoint-*.tar.part*
             mkdir -p docs/results/pieces/"$name"
@@ -123,7 +135,15 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 
 work=$(mktemp -d)  # work/NAME/: what each preset leaves, bundled into $OUT at the end
 pids=()
+started=$(mktemp)  # cells written after this are the board's new ones
 for name in "$@"; do
+    if [[ "$name" == board ]]; then
+        # a hard stop (timeout kills the workers too): a cell is written whole or not at all
+        timeout --kill-after=10 "$seconds" python3 -m lengthgen.commands.main leaderboard --protocol chomsky \
+            --output_dir "$board" --workers "${BOARD_WORKERS:-12}" --threads 1 > "/tmp/$name.out" 2>&1 &
+        pids+=($!)
+        continue
+    fi
     resume=()
     [[ -d docs/results/pieces/$name ]] && resume=(--unpack_from "docs/results/pieces/$name")
     python3 -m lengthgen.commands.main reproduce "$name" --max_train_seconds "$seconds" ${resume[@]+"${resume[@]}"} \
@@ -131,10 +151,18 @@ for name in "$@"; do
     pids+=($!)
 done
 status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+for pid in "${pids[@]}"; do
+    code=0
+    wait "$pid" || code=$?
+    (( code == 124 )) || (( code == 0 )) || status=$code  # 124: the board stopped at its time, as asked
+done
 kept=() total=0
 for name in "$@"; do
     mkdir -p "$work/$name"
+    if [[ "$name" == board ]]; then
+        mkdir -p "$work/board/cells"
+        find "$board/cells" -name '*.json' -newer "$started" -exec cp {} "$work/board/cells/" \; 2>/dev/null || true
+    fi
     cp docs/results/"$name".json docs/results/"$name".png "$work/$name/" 2>/dev/null || true
     echo "== $name"
     tail -c 2000 "/tmp/$name.out" | tr '\r' '\n' | tail -n 25

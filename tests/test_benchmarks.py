@@ -479,6 +479,47 @@ def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back
     assert "gpu_piece" not in (repo / ".git" / "info" / "exclude").read_text()
 
 
+FAKE_BOARD_PYTHON = """#!/usr/bin/env bash
+# python3 as gpu_piece.sh calls it for `board`: pip installs nothing; `-m lengthgen.commands.main leaderboard ...
+# --output_dir DIR --workers K ...` finishes one cell, records its arguments, then runs past its time
+[[ "$2" == "pip" ]] && exit 0
+echo "$@" > /tmp/board-arguments-$PPID
+echo '{"status": "ok"}' > docs/leaderboard/chomsky/cells/new__cell.json
+exec sleep 60
+"""
+
+
+def test_gpu_piece_board_brings_back_the_cells_it_finished_and_collect_files_them(tmp_path):
+    """`board` runs the Chomsky-protocol leaderboard on the GPU for the seconds given (stopped there, which is not a
+    failure), $BOARD_WORKERS cells at a time; only the cells written there come back, and --collect puts them among
+    the board's cells here."""
+    script = _gpu_piece_in(tmp_path / "repo")
+    repo = tmp_path / "repo"
+    cells = repo / "docs" / "leaderboard" / "chomsky" / "cells"
+    cells.mkdir(parents=True)
+    (cells / "old__cell.json").write_text('{"status": "ok", "old": true}')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(FAKE_BOARD_PYTHON.replace("/tmp/board-arguments-$PPID", str(tmp_path / "args")))
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}", "BOARD_WORKERS": "16"}
+    result = subprocess.run(["bash", script, "2", "board"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    arguments = (tmp_path / "args").read_text().split()
+    assert arguments[:4] == ["-m", "lengthgen.commands.main", "leaderboard", "--protocol"]
+    assert "--workers" in arguments and arguments[arguments.index("--workers") + 1] == "16"
+    with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
+        assert sorted(n for n in tar.getnames() if n.endswith(".json")) == ["board/cells/new__cell.json"]
+
+    (cells / "new__cell.json").unlink()
+    collected = subprocess.run(["bash", script, "--collect", str(out)], capture_output=True, text=True, check=True)
+    assert "board: 1 cells" in collected.stdout
+    assert sorted(os.listdir(cells)) == ["new__cell.json", "old__cell.json"]
+    assert json.loads((cells / "old__cell.json").read_text())["old"]
+
+
 @pytest.mark.parametrize("argv, out, message", [
     (["60", "a", "b", "c", "d", "e"], "x", "one to 4 presets side by side, not 5"),
     (["60", "a"], None, "$OUT"),
