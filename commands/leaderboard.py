@@ -5,13 +5,13 @@ inputs.
         --tasks ctl/backward listops nsp_inductive/copy chomsky_hierarchy/parity_check \\
         --seeds 3 --output_dir outputs/leaderboard
 
-One *cell* is (model, task, seed): the model is built from scratch for the task's vocabulary, trained on the `train`
-split with the same budget as every other model (presets/leaderboard.yaml; `--max_steps`,
+One *cell* is (model, task, learning rate, seed): the model is built from scratch for the task's vocabulary,
+trained on the `train` split with the same budget as every other model (presets/leaderboard.yaml; `--max_steps`,
 `--per_device_train_batch_size`, `--learning_rate` change it), and evaluated on every other split. Its results go to
-OUTPUT_DIR/cells/<model>__<task>__seed<n>.json (accuracy per difficulty, the score, the training time); a cell whose
-JSON exists is skipped on a re-run, a cell that fails is recorded with its error and the others go on. At the end
-OUTPUT_DIR/leaderboard.md, leaderboard.csv, accuracy_by_length.csv and one plot per task are written from all the
-cells there.
+OUTPUT_DIR/cells/<model>__<builder>-<config>[__lr<rate>]__seed<n>.json (accuracy per difficulty, the score, the
+training time); a cell whose JSON exists is skipped on a re-run, a cell that fails is recorded with its error and
+the others go on. At the end OUTPUT_DIR/leaderboard.md, leaderboard.csv, accuracy_by_length.csv and one plot per task
+are written from all the cells there.
 
 Where the answer is read: every model gets the same input and is read the same way (the answer-slots head of
 lengthgen.training.models): the input, a separator and one [MASK] slot per answer token; a linear layer over the

@@ -154,12 +154,12 @@ def _format(value) -> str:
 
 
 def plot_task(task: str, cells: list[dict], path: str) -> None:
-    """Accuracy against difficulty, a line per model: the median over its seeds, the band from the worst to the best."""
+    """Accuracy against difficulty, a line per model: the median over its runs, the band from the worst to the best."""
     curves = []
     for model in sorted({c["model"] for c in cells}):
         runs = [curve(c) for c in cells if c["model"] == model]
         values = {d: [run[d] for run in runs if d in run] for d in sorted(set().union(*runs))}
-        curves.append(Curve(f"{model} ({len(runs)} seed{'s' if len(runs) > 1 else ''})", values))
+        curves.append(Curve(f"{model} ({len(runs)} run{'s' if len(runs) > 1 else ''})", values))
     plot_accuracy(curves, path, train_range=tuple(cells[0]["train_difficulties"]), title=task, size=(7, 4),
                   ylabel=cells[0]["metric"].replace("_", " "))
 
@@ -199,24 +199,28 @@ def write_leaderboard(output_dir: str) -> str:
         "# Length-generalization leaderboard",
         "",
         "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score), of the",
-        "median and the best run of each model (a run: one seed at one learning rate). Fit: the accuracy on a sample",
-        "of training examples. ECE: the expected calibration error of the answer tokens (10 equal-width bins of the",
-        "top-label probability) over the score's difficulties.",
+        "median and the best run of each model (a run: one seed at one learning rate); runs: how many have finished.",
+        "Fit: the accuracy on a sample of training examples (median run): a low fit means the model did not learn",
+        "the task at all, a high fit and a low score that it learnt it without extrapolating. ECE: the expected",
+        "calibration error of the answer tokens (10 equal-width bins of the top-label probability) over the score's",
+        "difficulties.",
         "",
     ]
-    if any(r["published"] for r in summary):
-        lines[-1:] = ["Published: the score the source reports for the same architecture on the same task (its",
-                      "aggregate is stated below the tables).", ""]
     if protocols:
-        lines += [f"Protocol: {', '.join(protocols)}" + (f"; a run generalizes at a score of "
-                  f"{', '.join(f'{t:g}' for t in thresholds)} or more." if thresholds else "."), ""]
+        lines[-1:] = [f"Protocol: {', '.join(protocols)}" + (
+            f"; generalizing: the share of runs whose score reaches {', '.join(f'{t:g}' for t in thresholds)}."
+            if thresholds else "."), ""]
+    if any(r["published"] for r in summary):
+        lines += ["Published: the score the source reports for its counterpart of the model (named in the cell) on",
+                  "the same task, an aggregate over its runs stated below the tables (a maximum: compare it with the",
+                  "best run).", ""]
     budgets = {json.dumps({k: v for k, v in c["budget"].items() if k != "learning_rate"}, sort_keys=True): c["budget"]
                for c in ok}
     if budgets:
         rates = sorted({c["budget"].get("learning_rate") for c in ok if c["budget"].get("learning_rate") is not None})
         budget = ", ".join(f"{k} {v}" for k, v in next(iter(budgets.values())).items()
                            if k not in ("threads", "learning_rate"))
-        budget += f", learning rate{'s' if len(rates) > 1 else ''} {', '.join(f'{r:g}' for r in rates)}"
+        budget += f"; learning rate{'s' if len(rates) > 1 else ''} of the finished runs {', '.join(f'{r:g}' for r in rates)}"
         lines += [f"Training budget of every cell: {budget}." if len(budgets) == 1 else
                   f"Cells were trained with {len(budgets)} different budgets (see each cell's JSON).", ""]
     for task in sorted({r["task"] for r in summary}):
@@ -253,7 +257,8 @@ def write_leaderboard(output_dir: str) -> str:
         lines += ["## Published scores", ""]
         for entry in published_table().values():
             if entry.get("short") and entry["short"] in shown:
-                lines.append(f"- {entry['short']}: {entry['citation']}. Score: {entry['aggregate']}.")
+                lines.append(f"- {entry['short']}: {entry['citation']}. Score: {entry['aggregate']}."
+                             + (f" Read from: {entry['read_from']}." if entry.get("read_from") else ""))
         lines.append("")
     if ok:
         lines += ["## What a cell cost", "",

@@ -281,7 +281,8 @@ def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
     (row,) = read_csv(os.path.join(out, "leaderboard.csv"))
     share = sum(c["score"] >= chomsky.generalizes for c in cells) / len(cells)
     assert float(row["generalizing"]) == pytest.approx(share, abs=5e-4)
-    assert "Protocol: chomsky; a run generalizes at a score of 0.9 or more." in open(os.path.join(out, "leaderboard.md")).read()
+    assert ("Protocol: chomsky; generalizing: the share of runs whose score reaches 0.9."
+            in open(os.path.join(out, "leaderboard.md")).read())
     with pytest.raises(SystemExit):  # argparse names the valid protocols
         main(["--protocol", "nosuch", "--models", "lstm", "--output_dir", out])
 
@@ -382,6 +383,7 @@ def test_the_board_shows_the_published_score_beside_ours(tmp_path):
     row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
     assert f"Delétang et al. (2023) lstm {theirs:.3f}" in row and "| 1.000 | 1.000 | 1.000 |" in row
     assert published["deletang2023"]["citation"] in page
+    assert f"Read from: {published['deletang2023']['read_from']}." in page  # where the cells were read
     assert "| lstm | 1 | 10 | 1.0 | 1.0 |  | a CPU (AVX2), 1 thread |" in page  # what the cell cost
     (csv_row,) = read_csv(str(tmp_path / "leaderboard.csv"))
     assert csv_row["published"] == f"Delétang et al. (2023) lstm {theirs:.3f}"
