@@ -58,20 +58,17 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
                     if not in_shard(name, shard):
                         continue
                     path = os.path.join(cells_dir, name + ".json")
-                    if os.path.exists(path):
-                        with open(path) as f:
-                            record = json.load(f)
-                        if record.get("status") == "ok":  # finished: skipped; a failed cell is tried again
-                            records[path] = record
-                            continue
+                    if (record := finished(path)) is not None:  # skipped; a failed cell is tried again
+                        records[path] = record
+                        continue
                     todo.append((model, task, seed, rate, path))
 
     prepared = {}
     for model, task, *_ in todo:  # every task generated and every pairing checked before any training
         if task.name not in prepared:
             prepared[task.name] = cell.prepare_task(task)
-    finished = {(r["model"], r["task"]) for r in records.values()}  # pairs a finished cell has shown to work
-    unchecked = list(dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in finished))
+    working = {(r["model"], r["task"]) for r in records.values()}  # pairs a finished cell has shown to work
+    unchecked = list(dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in working))
     runs = [(model, task.name, seed, {**(training or {}), **({"learning_rate": rate} if rate is not None else {})},
              path) for model, task, seed, rate, path in todo]
     with contextlib.ExitStack() as stack:
@@ -90,15 +87,18 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
         progress = stack.enter_context(tqdm(total=len(todo), desc="lengthgen leaderboard", unit="cell"))
 
         def finish(record, path):
-            record.update(protocol=protocol, generalizes=generalizes, cells_at_once=workers)
-            write_json(path, record)
+            if record.get("finished_elsewhere"):  # by another shard or run in the same folder since this one began
+                record.pop("finished_elsewhere")
+            else:
+                record.update(protocol=protocol, generalizes=generalizes, cells_at_once=workers)
+                write_json(path, record)
+                if record["status"] != "ok":
+                    progress.write(f"cell {describe(record)} failed: {record['error']}")
             records[path] = record
-            if record["status"] != "ok":
-                progress.write(f"cell {describe(record)} failed: {record['error']}")
             progress.update()
 
         if workers > 1:
-            pending = {pool.submit(run_in_worker, model, task_name, seed, budget): path
+            pending = {pool.submit(run_in_worker, model, task_name, seed, budget, path): path
                        for model, task_name, seed, budget, path in runs}
             progress.set_postfix_str(f"{workers} cells at a time")
             for future in as_completed(pending):
@@ -106,7 +106,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
         else:
             for model, task_name, seed, budget, path in runs:
                 progress.set_postfix_str(describe({"model": model, "task": task_name, "seed": seed, **budget}))
-                finish(run_or_record(model, prepared[task_name], seed, budget), path)
+                finish(run_unless_finished(model, prepared[task_name], seed, budget, path), path)
     write_leaderboard(output_dir)
     return list(records.values())
 
@@ -118,8 +118,21 @@ def describe(record: dict) -> str:
             + (f", learning rate {rate:g}" if rate is not None else ""))
 
 
-def run_or_record(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict) -> dict:
-    """The cell's results, or, when it fails, a record of the failure with its traceback (the other cells go on)."""
+def finished(path: str) -> dict | None:
+    """The record of the cell at `path` if it finished (a failed one is run again), else None."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        record = json.load(f)
+    return record if record.get("status") == "ok" else None
+
+
+def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict, path: str) -> dict:
+    """The cell's results; its record marked `finished_elsewhere` when another process in the same folder (a shard, a
+    GPU run whose cells were collected there) finished it since this run listed its cells; or, when it fails, a record
+    of the failure with its traceback (the other cells go on)."""
+    if (record := finished(path)) is not None:
+        return {**record, "finished_elsewhere": True}
     try:
         return cell.run_cell(model, prepared, seed, budget)
     except Exception as error:
@@ -148,8 +161,8 @@ def check_in_worker(model: str, task_name: str) -> str | None:
     return check_pair(model, _WORKER_TASKS[task_name])
 
 
-def run_in_worker(model: str, task_name: str, seed: int, budget: dict) -> dict:
-    return run_or_record(model, _WORKER_TASKS[task_name], seed, budget)
+def run_in_worker(model: str, task_name: str, seed: int, budget: dict, path: str) -> dict:
+    return run_unless_finished(model, _WORKER_TASKS[task_name], seed, budget, path)
 
 
 def write_json(path: str, data) -> None:

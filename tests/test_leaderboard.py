@@ -134,6 +134,28 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     assert open(path).read() == written
 
 
+def test_a_cell_another_process_finished_meanwhile_is_not_run_again(tmp_path, monkeypatch):
+    """Processes sharing a folder (shards, a GPU run's cells collected there) list their cells when they start; a cell
+    finished by another one since then is taken as it is, not trained and written again."""
+    out = str(tmp_path / "board")
+    other = os.path.join(out, "cells", "lstm__chomsky_hierarchy-parity_check__seed1.json")
+    real_run_cell, ran = leaderboard.cell.run_cell, []
+
+    def run_cell(model, prepared, seed, training):
+        ran.append(seed)
+        record = real_run_cell(model, prepared, seed, training)
+        if seed == 0:  # meanwhile another process finishes seed 1
+            leaderboard.grid.write_json(other, {**record, "seed": 1, "written_by": "another process"})
+        return record
+
+    monkeypatch.setattr(leaderboard.cell, "run_cell", run_cell)
+    records = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 2, out,
+                                   {"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY)
+    assert ran == [0]
+    assert json.load(open(other))["written_by"] == "another process"
+    assert sorted(r["seed"] for r in records) == [0, 1]
+
+
 def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     out = str(tmp_path / "leaderboard")
     real_run_cell = leaderboard.run_cell
