@@ -49,10 +49,12 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     cells_dir = os.path.join(output_dir, "cells")
     os.makedirs(cells_dir, exist_ok=True)
 
-    records, todo = {}, []  # run by run: every (task, model) gets its first run before any gets a second
-    for rate in learning_rates or [None]:
-        for seed in range(seeds):
-            for task in resolved:
+    # task by task, in the order given: a grid stopped midway has every run of the tasks it reached, so their best,
+    # median and share generalizing are those of the whole sweep; within a task, every model's first run first
+    records, todo = {}, []
+    for task in resolved:
+        for rate in learning_rates or [None]:
+            for seed in range(seeds):
                 for model in models:
                     name = cell.cell_name(model, task.name, seed, rate)
                     if not in_shard(name, shard):

@@ -156,6 +156,20 @@ def test_a_cell_another_process_finished_meanwhile_is_not_run_again(tmp_path, mo
     assert sorted(r["seed"] for r in records) == [0, 1]
 
 
+def test_cells_run_task_by_task(tmp_path, monkeypatch):
+    """A grid stopped midway has every run of the tasks it reached: tasks in the order given, then learning rates,
+    seeds and models."""
+    calls = []
+    monkeypatch.setattr(leaderboard.cell, "run_cell", lambda model, prepared, seed, training: calls.append(
+        (prepared.task.name.split("/")[1], training["learning_rate"], seed, model)) or {"status": "ok"})
+    monkeypatch.setattr(leaderboard.grid, "write_leaderboard", lambda output_dir: None)
+    monkeypatch.setattr(leaderboard.cell, "check_model_takes_task", lambda model, prepared: None)
+    leaderboard.run_grid(["lstm", "stack_rnn"], ["chomsky_hierarchy/parity_check", "chomsky_hierarchy/even_pairs"], 2,
+                         str(tmp_path), params=TINY, learning_rates=[1e-3, 3e-4])
+    assert calls == [(task, rate, seed, model) for task in ("parity_check", "even_pairs") for rate in (1e-3, 3e-4)
+                     for seed in (0, 1) for model in ("lstm", "stack_rnn")]
+
+
 def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     out = str(tmp_path / "leaderboard")
     real_run_cell = leaderboard.run_cell
