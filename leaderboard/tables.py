@@ -207,7 +207,7 @@ def write_leaderboard(output_dir: str) -> str:
         "",
     ]
     if protocols:
-        lines[-1:] = [f"Protocol: {', '.join(protocols)}" + (
+        lines += [f"Protocol: {', '.join(protocols)}" + (
             f"; generalizing: the share of runs whose score reaches {', '.join(f'{t:g}' for t in thresholds)}."
             if thresholds else "."), ""]
     if any(r["published"] for r in summary):
