@@ -53,7 +53,8 @@ def main(argv=None):
                         help="tasks: builder/config (e.g. ctl/backward, chomsky_hierarchy/parity_check) or "
                              "hf:PATH_OR_HUB_ID[:CONFIG]")
     parser.add_argument("--protocol", choices=sorted(PROTOCOLS),
-                        help="a named protocol (presets/leaderboard.yaml): its tasks, data, budget and runs")
+                        help="a named protocol (presets/leaderboard.yaml): its tasks, data, budget, runs and "
+                             "its board's models")
     parser.add_argument("--seeds", type=int, help="seeds 0 .. N-1 per (model, task, learning rate) (default 3, or "
                                                   "the protocol's)")
     parser.add_argument("--learning_rates", type=float, nargs="+",
