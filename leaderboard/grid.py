@@ -5,6 +5,8 @@ import hashlib
 import json
 import multiprocessing
 import os
+import threading
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -157,6 +159,14 @@ _WORKER_TASKS = {}  # in a worker process: the prepared tasks, by name
 def start_worker(threads: int, prepared: dict) -> None:
     torch.set_num_threads(threads)
     _WORKER_TASKS.update(prepared)
+    threading.Thread(target=exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def exit_with_parent(parent: int, every: float = 1.0) -> None:
+    """End this worker once its parent is gone (a `kill` of the command, not only Ctrl-C, stops every cell)."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)
 
 
 def check_in_worker(model: str, task_name: str) -> str | None:

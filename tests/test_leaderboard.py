@@ -170,6 +170,45 @@ def test_cells_run_task_by_task(tmp_path, monkeypatch):
                      for seed in (0, 1) for model in ("lstm", "stack_rnn")]
 
 
+PARENT = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from lengthgen.leaderboard.grid import start_worker
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker,
+                               initargs=(1, {}))
+    print(pool.submit(os.getpid).result(), flush=True)
+    pool.submit(time.sleep, 120)  # a cell that would run on for two minutes
+    time.sleep(120)
+"""
+
+
+def test_workers_end_with_their_command(tmp_path):
+    """A worker whose command is killed (not interrupted: no Ctrl-C reaches it) ends too, instead of training its cell
+    for nobody."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "parent.py").write_text(PARENT)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    os.kill(worker, 0)  # running
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the worker outlived its command")
+
+
 def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
     out = str(tmp_path / "leaderboard")
     real_run_cell = leaderboard.run_cell
