@@ -90,10 +90,9 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
 
         progress = stack.enter_context(tqdm(total=len(todo), desc="lengthgen leaderboard", unit="cell"))
 
-        def finish(record, path):
-            if record.get("finished_elsewhere"):  # by another shard or run in the same folder since this one began
-                record.pop("finished_elsewhere")
-            else:
+        def finish(outcome, path):
+            record, ran = outcome
+            if ran:  # not finished meanwhile by another shard or run in the same folder
                 record.update(protocol=protocol, generalizes=generalizes, cells_at_once=workers)
                 write_json(path, record)
                 if record["status"] != "ok":
@@ -131,17 +130,19 @@ def finished(path: str) -> dict | None:
     return record if record.get("status") == "ok" else None
 
 
-def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict, path: str) -> dict:
-    """The cell's results; its record marked `finished_elsewhere` when another process in the same folder (a shard, a
-    GPU run whose cells were collected there) finished it since this run listed its cells; or, when it fails, a record
-    of the failure with its traceback (the other cells go on)."""
+def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict,
+                        path: str) -> tuple[dict, bool]:
+    """(record, whether this call ran the cell): the record another process in the same folder (a shard, a GPU run
+    whose cells were collected there) wrote since this run listed its cells, or the cell's results, or, when it
+    fails, a record of the failure with its traceback (the other cells go on)."""
     if (record := finished(path)) is not None:
-        return {**record, "finished_elsewhere": True}
+        return record, False
     try:
-        return cell.run_cell(model, prepared, seed, budget)
+        return cell.run_cell(model, prepared, seed, budget), True
     except Exception as error:
         return {"model": model, "task": prepared.task.name, "seed": seed, "learning_rate": budget.get("learning_rate"),
-                "status": "failed", "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+                "status": "failed", "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc()}, True
 
 
 def check_pair(model: str, prepared: "cell.PreparedTask") -> str | None:
@@ -173,7 +174,7 @@ def check_in_worker(model: str, task_name: str) -> str | None:
     return check_pair(model, _WORKER_TASKS[task_name])
 
 
-def run_in_worker(model: str, task_name: str, seed: int, budget: dict, path: str) -> dict:
+def run_in_worker(model: str, task_name: str, seed: int, budget: dict, path: str) -> tuple[dict, bool]:
     return run_unless_finished(model, _WORKER_TASKS[task_name], seed, budget, path)
 
 

@@ -1,6 +1,6 @@
 """Named protocols of the leaderboard (`lengthgen leaderboard --protocol NAME`), as presets/leaderboard.yaml states
-them: the models of its board, the tasks, their data, the training budget, the runs of each (model, task) pair (every seed at every learning
-rate), and the score at which a run counts as generalizing.
+them: the models of its board, the tasks, their data, the training budget, the runs of each (model, task) pair
+(every seed at every learning rate), and the score at which a run counts as generalizing.
 
 A protocol fills what the command line leaves out; a flag given on the command line wins (`--tasks`, `--seeds`,
 `--learning_rates`, `--max_steps`, ...)."""
