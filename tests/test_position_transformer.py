@@ -235,6 +235,21 @@ def test_causal_models_do_not_look_ahead(encoding):
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
+def test_causal_weights_returned_without_padding_are_lower_triangular(encoding):
+    """Asking for the weights (the eager path) of an unpadded causal batch changes no output, and no query weighs a
+    later key."""
+    model = model_for(encoding)
+    ids, _ = batch((9,))
+    with torch.no_grad():
+        fused = model(ids).last_hidden_state
+        out = model(ids, output_attentions=True)
+    torch.testing.assert_close(out.last_hidden_state, fused, rtol=1e-5, atol=1e-6)
+    for weights in out.attentions:
+        assert torch.all(weights.triu(diagonal=1) == 0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
 def test_relative_encodings_ignore_a_shift_of_every_position(encoding):
     """p_i - p_j is all that rope, t5_bias and fire (below its threshold L) read: shifting every position id by a
     constant changes nothing; it changes the absolute model; NoPE and Abacus read no position ids."""

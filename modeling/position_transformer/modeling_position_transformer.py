@@ -398,19 +398,32 @@ class PositionTransformerModel(PositionTransformerPreTrainedModel):
             return self.fire(positions)
         return None
 
-    def attention_mask_with_bias(self, hidden_states, attention_mask, bias):
-        """The mask every block adds to its attention logits: transformers' causal (or, with `is_causal=False`,
-        bidirectional) mask of the padding; with a position bias, one float tensor `(batch, heads, length, length)`
-        holding the bias where a key is seen and the dtype's minimum elsewhere."""
+    def attention_mask_with_bias(self, hidden_states, attention_mask, bias, output_attentions=False):
+        """The mask every block adds to its attention logits. Causal: the inputs are right-padded (checked), so under
+        the causal mask alone a real token's query sees real keys only, and the mask is the causal one: `None` for
+        sdpa's causal kernel (boolean `(1, 1, length, length)` on the eager path, which returns the weights), or with a
+        position bias one float tensor `(batch or 1, heads, length, length)` holding the bias on and below the
+        diagonal and the dtype's minimum above it. (Padded positions then attend to the padding before them, not
+        only to real tokens; nothing reads their outputs.) Bidirectional: transformers' mask of the padding, with a
+        position bias one float tensor `(batch or 1, heads, length, length)`."""
+        if self.config.is_causal:
+            if bias is None and not output_attentions and self.config._attn_implementation == "sdpa":
+                return None
+            length = hidden_states.shape[1]
+            causal = torch.ones(length, length, dtype=torch.bool, device=hidden_states.device).tril()[None, None]
+            if bias is None:
+                return causal
+            # contiguous: sdpa would copy a mask of the bias's permuted layout in every block
+            return torch.where(causal, bias.to(hidden_states.dtype), torch.finfo(hidden_states.dtype).min).contiguous()
         # the position ids are not passed: sorted random positions are not packed sequences
         mask = create_causal_mask(self.config, hidden_states, attention_mask, None, allow_is_causal_skip=bias is None)
         if bias is None:
             return mask
         bias = bias.to(hidden_states.dtype)
-        if mask is None:  # a bidirectional mask without padding
-            return bias.expand(hidden_states.shape[0], -1, -1, -1)
+        if mask is None:  # no padding
+            return bias.contiguous()
         seen = mask if mask.dtype == torch.bool else mask == 0
-        return torch.where(seen, bias, torch.finfo(hidden_states.dtype).min)
+        return torch.where(seen, bias, torch.finfo(hidden_states.dtype).min).contiguous()
 
     @capture_outputs
     def forward(
@@ -442,7 +455,8 @@ class PositionTransformerModel(PositionTransformerPreTrainedModel):
         elif encoding == "abacus":
             hidden_states = hidden_states + self.abacus_embeddings(self.digit_places(input_ids))
         hidden_states = self.dropout(hidden_states)
-        mask = self.attention_mask_with_bias(hidden_states, attention_mask, self.position_bias(positions))
+        mask = self.attention_mask_with_bias(hidden_states, attention_mask, self.position_bias(positions),
+                                             bool(output_attentions))
         rotary = None
         if encoding == "rope":
             head_size = self.config.hidden_size // self.config.num_attention_heads
