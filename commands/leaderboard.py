@@ -9,9 +9,10 @@ One *cell* is (model, task, learning rate, seed): the model is built from scratc
 trained on the `train` split with the same budget as every other model (presets/leaderboard.yaml; `--max_steps`,
 `--per_device_train_batch_size`, `--learning_rate` change it), and evaluated on every other split. Its results go to
 OUTPUT_DIR/cells/<model>__<builder>-<config>[__lr<rate>]__seed<n>.json (accuracy per difficulty, the score, the
-training time); a cell whose JSON exists is skipped on a re-run, a cell that fails is recorded with its error and
-the others go on. At the end OUTPUT_DIR/leaderboard.md, leaderboard.csv, accuracy_by_length.csv and one plot per task
-are written from all the cells there.
+training time). A re-run skips the finished cells (and stops, naming them, where they ran with another budget or
+data than it asks); a cell that fails is recorded with its error, the others go on, and a re-run tries it again. At
+the end OUTPUT_DIR/leaderboard.md, leaderboard.csv, accuracy_by_length.csv and one plot per task are written from
+all the cells there.
 
 Where the answer is read: every model gets the same input and is read the same way (the answer-slots head of
 lengthgen.training.models): the input, a separator and one [MASK] slot per answer token; a linear layer over the
@@ -79,8 +80,9 @@ def main(argv=None):
     check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,
                     "--workers": args.workers,
                     "--per_device_train_batch_size": args.per_device_train_batch_size,
-                    "--learning_rate": args.learning_rate,
-                    **{"--learning_rates": rate for rate in args.learning_rates or []}})
+                    "--learning_rate": args.learning_rate})
+    for rate in args.learning_rates or []:
+        check_positive({"--learning_rates": rate})
     shard = parse_shard(args.shard) if args.shard else None
     if args.learning_rate is not None and args.learning_rates:
         raise UsageError("Give --learning_rate (one rate) or --learning_rates (a sweep), not both.")
@@ -93,6 +95,10 @@ def main(argv=None):
     if not (models and tasks):
         raise UsageError("--models and --tasks are required (a --protocol brings its tasks and its board's models; "
                          "--leaderboard_only rewrites the tables from the cells).")
+    builders = sorted({name.split("/")[0] for name in chosen.tasks}) if chosen else []
+    if chosen and (other := [name for name in tasks if name.split("/")[0] not in builders]):
+        raise UsageError(f"--tasks {other[0]}: --protocol {chosen.name} sets the data of its own tasks' builders "
+                         f"({', '.join(builders)}) only; run other tasks without --protocol.")
     training = {**(chosen.training if chosen else {}),
                 **{key: getattr(args, key) for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
                    if getattr(args, key) is not None}}

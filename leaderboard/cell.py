@@ -16,6 +16,7 @@ from lengthgen.training.runner import run_experiment
 from lengthgen.training.spec import ExperimentSpec
 
 from .models import model_section
+from .tables import file_safe
 from .tasks import Task
 
 _TABLE = load_table("leaderboard")
@@ -25,9 +26,8 @@ TRAIN_SAMPLE = _TABLE["_train_sample"]  # training examples evaluated for the fi
 
 def cell_name(model: str, task: str, seed: int, learning_rate: float | None = None) -> str:
     """`MODEL__TASK__seedN`, or `MODEL__TASK__lrRATE__seedN` in a sweep of learning rates."""
-    safe = lambda text: text.replace("hf:", "hf-").replace("/", "-").replace(":", "-")  # noqa: E731
     rate = f"__lr{learning_rate:g}" if learning_rate is not None else ""
-    return f"{safe(model)}__{safe(task)}{rate}__seed{seed}"
+    return f"{file_safe(model)}__{file_safe(task)}{rate}__seed{seed}"
 
 
 def cell_spec(model: str, task: Task, seed: int, training: dict, output_dir: str) -> ExperimentSpec:
@@ -41,6 +41,17 @@ def cell_spec(model: str, task: Task, seed: int, training: dict, output_dir: str
         "training": {**budget, "seed": seed, "data_seed": seed, "output_dir": output_dir,
                      "logging_steps": max(1, budget["max_steps"] // 20)},
     }, source=f"cell {model} / {task.name}")
+
+
+def recorded_budget(spec: ExperimentSpec) -> dict:
+    """The budget a cell records: its spec's training section without what differs from cell to cell by design."""
+    return {key: value for key, value in spec.to_dict()["training"].items()
+            if key not in ("seed", "data_seed", "logging_steps", "do_train", "do_eval", "output_dir")}
+
+
+def data_parameters(params: dict) -> dict:
+    """A task's generating parameters as a cell records them (JSON lists for tuples)."""
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in params.items()}
 
 
 @dataclass
@@ -66,10 +77,15 @@ def prepare_task(task: Task) -> PreparedTask:
 
 def check_model_takes_task(model_name: str, prepared: PreparedTask) -> None:
     """UsageError naming the problem when the model cannot take the task's longest example (before any training)."""
-    tokenizer = prepared.tokenizer
+    tokenizer, longest, name = prepared.tokenizer, prepared.longest, prepared.task.name
     torch.manual_seed(0)
-    model = models.load_answer_reader(ModelArguments(**model_section(model_name)), tokenizer)
-    longest, name = prepared.longest, prepared.task.name
+    try:
+        model = models.load_answer_reader(ModelArguments(**model_section(model_name)), tokenizer)
+    except UsageError:
+        raise
+    except Exception as error:
+        raise UsageError(f"Model {model_name!r} could not be built for task {name!r} (vocabulary {len(tokenizer)} "
+                         f"tokens): {type(error).__name__}: {error}") from error
     limit = models.position_limit(model)
     if limit is not None and longest > limit:
         raise UsageError(
@@ -115,13 +131,12 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
         "train_seconds": result.training["seconds"],
         "eval_seconds": result.evaluation_seconds,
         "cpu_seconds": round(time.process_time() - cpu_start, 1),
-        "budget": {key: value for key, value in spec.to_dict()["training"].items()
-                   if key not in ("seed", "data_seed", "logging_steps", "do_train", "do_eval")},
-        "data_parameters": {k: list(v) if isinstance(v, tuple) else v for k, v in task.params.items()},
+        "budget": recorded_budget(spec),
+        "data_parameters": data_parameters(task.params),
         "threads": torch.get_num_threads(),
         "hardware": result.hardware,
     }
 
 
 __all__ = ["PreparedTask", "TRAINING", "TRAIN_SAMPLE", "cell_name", "cell_spec", "check_model_takes_task",
-           "prepare_task", "run_cell"]
+           "data_parameters", "prepare_task", "recorded_budget", "run_cell"]

@@ -1,6 +1,7 @@
 """Every (model, task, learning rate, seed) cell of a leaderboard, resumable and shardable, then its tables."""
 
 import contextlib
+import glob
 import hashlib
 import json
 import multiprocessing
@@ -16,7 +17,7 @@ from lengthgen.cli import UsageError
 
 from . import cell
 from .models import model_section
-from .tables import write_leaderboard
+from .tables import describe, learning_rate, read_cell, write_leaderboard, written_whole
 from .tasks import resolve_task, with_params
 
 
@@ -53,7 +54,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
 
     # task by task, in the order given: a grid stopped midway has every run of the tasks it reached, so their best,
     # median and share generalizing are those of the whole sweep; within a task, every model's first run first
-    records, todo = {}, []
+    records, todo, conflicts = {}, [], []
     for task in resolved:
         for rate in learning_rates or [None]:
             for seed in range(seeds):
@@ -61,11 +62,21 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
                     name = cell.cell_name(model, task.name, seed, rate)
                     if not in_shard(name, shard):
                         continue
-                    path = os.path.join(cells_dir, name + ".json")
-                    if (record := finished(path)) is not None:  # skipped; a failed cell is tried again
-                        records[path] = record
+                    budget = {**(training or {}), **({"learning_rate": rate} if rate is not None else {})}
+                    asked = cell.recorded_budget(cell.cell_spec(model, task, seed, budget, cells_dir))
+                    record, path = finished_run(cells_dir, model, task.name, seed, rate, asked["learning_rate"])
+                    if record is None:  # a failed cell is tried again
+                        todo.append((model, task, seed, budget, os.path.join(cells_dir, name + ".json")))
                         continue
-                    todo.append((model, task, seed, rate, path))
+                    if difference := differs(record, asked, task.params):
+                        conflicts.append(f"{os.path.basename(path)}: {difference}")
+                    records[path] = record
+    if conflicts:
+        raise UsageError(
+            f"{len(conflicts)} finished cell{'s' if len(conflicts) > 1 else ''} in {cells_dir} ran with another "
+            f"budget or data than this run asks: {'; '.join(conflicts[:3])}{' ...' if len(conflicts) > 3 else ''}. "
+            "Give another --output_dir, or delete those cells to run them again."
+        )
 
     prepared = {}
     for model, task, *_ in todo:  # every task generated and every pairing checked before any training
@@ -73,8 +84,9 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
             prepared[task.name] = cell.prepare_task(task)
     working = {(r["model"], r["task"]) for r in records.values()}  # pairs a finished cell has shown to work
     unchecked = list(dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in working))
-    runs = [(model, task.name, seed, {**(training or {}), **({"learning_rate": rate} if rate is not None else {})},
-             path) for model, task, seed, rate, path in todo]
+    stamp = {"protocol": protocol, "generalizes": generalizes, "cells_at_once": workers}  # recorded in each cell
+    runs = [(model, task.name, seed, budget, path, stamp) for model, task, seed, budget, path in todo]
+    lost = []  # (cell, the exception that kept its process from returning it)
     with contextlib.ExitStack() as stack:
         if workers > 1:
             # spawned, not forked: a worker may initialise CUDA, and the cells share nothing but the generated data
@@ -92,57 +104,87 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
 
         def finish(outcome, path):
             record, ran = outcome
-            if ran:  # not finished meanwhile by another shard or run in the same folder
-                record.update(protocol=protocol, generalizes=generalizes, cells_at_once=workers)
-                write_json(path, record)
-                if record["status"] != "ok":
-                    progress.write(f"cell {describe(record)} failed: {record['error']}")
+            if ran and record["status"] != "ok":
+                progress.write(f"cell {describe(record)} failed: {record['error']}")
             records[path] = record
             progress.update()
 
         if workers > 1:
-            pending = {pool.submit(run_in_worker, model, task_name, seed, budget, path): path
-                       for model, task_name, seed, budget, path in runs}
+            pending = {pool.submit(run_in_worker, *run): run for run in runs}
             progress.set_postfix_str(f"{workers} cells at a time")
             for future in as_completed(pending):
-                finish(future.result(), pending[future])
+                model, task_name, seed, budget, path, _ = pending[future]
+                try:
+                    finish(future.result(), path)
+                except Exception as error:  # its process died (killed, out of memory): the other cells go on
+                    lost.append((describe({"model": model, "task": task_name, "seed": seed, **budget}), error))
         else:
-            for model, task_name, seed, budget, path in runs:
+            for model, task_name, seed, budget, path, stamp in runs:
                 progress.set_postfix_str(describe({"model": model, "task": task_name, "seed": seed, **budget}))
-                finish(run_unless_finished(model, prepared[task_name], seed, budget, path), path)
-    write_leaderboard(output_dir)
+                finish(run_unless_finished(model, prepared[task_name], seed, budget, path, stamp), path)
+    if glob.glob(os.path.join(cells_dir, "*.json")):  # a shard may have no cell, and the folder none yet
+        write_leaderboard(output_dir)
+    if lost:
+        names, error = ", ".join(name for name, _ in lost[:3]) + (" ..." if len(lost) > 3 else ""), lost[0][1]
+        raise RuntimeError(
+            f"{len(lost)} cell{'s' if len(lost) > 1 else ''} did not come back from "
+            f"{'their' if len(lost) > 1 else 'its'} process ({names}): {type(error).__name__}: {error}. Every finished "
+            "cell is written; the same command runs the rest."
+        ) from error
     return list(records.values())
 
 
-def describe(record: dict) -> str:
-    """`model / task / seed S, learning rate R`: a cell as the progress bar and the failure messages name it."""
-    rate = record.get("learning_rate")
-    return (f"{record['model']} / {record['task']} / seed {record['seed']}"
-            + (f", learning rate {rate:g}" if rate is not None else ""))
+def finished_run(cells_dir: str, model: str, task: str, seed: int, rate: float | None,
+                 effective_rate: float) -> tuple[dict | None, str | None]:
+    """(record, path) of the run's finished cell, or (None, None): under its name, or under the name the same run has
+    with its rate in it or without (`--learning_rate 1e-3` and `--learning_rates 1e-3` run the same cell)."""
+    path = os.path.join(cells_dir, cell.cell_name(model, task, seed, rate) + ".json")
+    if (record := finished(path)) is not None:
+        return record, path
+    path = os.path.join(cells_dir, cell.cell_name(model, task, seed, None if rate is not None else effective_rate)
+                        + ".json")
+    if (record := finished(path)) is not None and learning_rate(record) == effective_rate:
+        return record, path
+    return None, None
+
+
+def differs(record: dict, budget: dict, params: dict) -> str | None:
+    """What a finished cell's budget and generating parameters have that differs from a run's (the fields both name),
+    e.g. `max_steps 600 (asked: 3000)`; None when nothing does."""
+    asked = {**budget, **cell.data_parameters(params)}
+    had = {**(record.get("budget") or {}), **(record.get("data_parameters") or {})}
+    found = [f"{key} {had[key]!r} (asked: {value!r})" for key, value in asked.items()
+             if key in had and had[key] != value]
+    return ", ".join(found) or None
 
 
 def finished(path: str) -> dict | None:
     """The record of the cell at `path` if it finished (a failed one is run again), else None."""
     if not os.path.exists(path):
         return None
-    with open(path) as f:
-        record = json.load(f)
-    return record if record.get("status") == "ok" else None
+    record = read_cell(path)
+    return record if record["status"] == "ok" else None
 
 
-def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict,
-                        path: str) -> tuple[dict, bool]:
-    """(record, whether this call ran the cell): the record another process in the same folder (a shard, a GPU run
-    whose cells were collected there) wrote since this run listed its cells, or the cell's results, or, when it
-    fails, a record of the failure with its traceback (the other cells go on)."""
+def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict, path: str,
+                        stamp: dict) -> tuple[dict, bool]:
+    """Run the cell and write its record to `path` (with `stamp`'s fields), or, when it fails, a record of the failure
+    with its traceback (the other cells go on); unless another process in the same folder (a shard, a GPU run whose
+    cells were collected there) finished it since this run listed its cells, or while this one trained: then its
+    record stands. Returns (record, whether this call's record was written)."""
     if (record := finished(path)) is not None:
         return record, False
     try:
-        return cell.run_cell(model, prepared, seed, budget), True
+        record = cell.run_cell(model, prepared, seed, budget)
     except Exception as error:
-        return {"model": model, "task": prepared.task.name, "seed": seed, "learning_rate": budget.get("learning_rate"),
-                "status": "failed", "error": f"{type(error).__name__}: {error}",
-                "traceback": traceback.format_exc()}, True
+        record = {"model": model, "task": prepared.task.name, "seed": seed,
+                  "learning_rate": budget.get("learning_rate"), "status": "failed",
+                  "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+    if (other := finished(path)) is not None:
+        return other, False
+    record.update(stamp)
+    write_json(path, record)
+    return record, True
 
 
 def check_pair(model: str, prepared: "cell.PreparedTask") -> str | None:
@@ -174,14 +216,12 @@ def check_in_worker(model: str, task_name: str) -> str | None:
     return check_pair(model, _WORKER_TASKS[task_name])
 
 
-def run_in_worker(model: str, task_name: str, seed: int, budget: dict, path: str) -> tuple[dict, bool]:
-    return run_unless_finished(model, _WORKER_TASKS[task_name], seed, budget, path)
+def run_in_worker(model: str, task_name: str, seed: int, budget: dict, path: str, stamp: dict) -> tuple[dict, bool]:
+    return run_unless_finished(model, _WORKER_TASKS[task_name], seed, budget, path, stamp)
 
 
 def write_json(path: str, data) -> None:
-    """Write `data` to `path` whole or not at all (a temporary file renamed over it): shards running side by side,
-    or a run stopped midway, never leave a half-written cell."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w") as f:
+    """Write `data` to `path` whole or not at all: shards running side by side, or a run stopped midway, never leave
+    a half-written cell."""
+    with written_whole(path) as f:
         json.dump(data, f, indent=2)
-    os.replace(temporary, path)

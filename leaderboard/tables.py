@@ -11,12 +11,14 @@ cells' own records. `accuracy_by_length.csv`: every cell's accuracy and ECE at e
 the best run), the training range shaded.
 """
 
+import contextlib
 import csv
 import functools
 import glob
 import json
 import os
 import statistics
+import tempfile
 
 from lengthgen.cli import UsageError
 from lengthgen.plots import Curve, plot_accuracy
@@ -25,19 +27,73 @@ from lengthgen.presets import load_presets, load_table
 from .protocol import PROTOCOLS
 
 
-
 @functools.cache
 def published_table() -> dict:
     """presets/published.yaml: {source: {short, citation, aggregate, protocol, scores: {task: {their model: %}}}}."""
     return load_table("published")
 
 
-def load_cells(output_dir: str) -> list[dict]:
-    cells = []
-    for path in sorted(glob.glob(os.path.join(output_dir, "cells", "*.json"))):
+@functools.cache
+def model_presets() -> dict:
+    return load_presets("leaderboard")
+
+
+@contextlib.contextmanager
+def written_whole(path: str, mode: str = "w"):
+    """A file to write that replaces `path` whole when the block ends without an error (a temporary file beside it,
+    renamed over it): processes writing the same file (shards ending together), or a run stopped midway, never leave
+    it half-written."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
+                                         suffix=".tmp")
+    try:
+        os.fchmod(handle, 0o644)
+        with os.fdopen(handle, mode, **({} if "b" in mode else {"newline": ""})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+
+
+def read_cell(path: str) -> dict:
+    """A cell's record; a UsageError naming the file when it is not a readable JSON object."""
+    try:
         with open(path) as f:
-            cells.append(json.load(f))
-    return cells
+            record = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path} is not a readable cell result ({error}): delete it to run the cell again.") from error
+    if not isinstance(record, dict) or "status" not in record:
+        raise UsageError(f"{path} is not a cell result (no 'status'): delete it to run the cell again.")
+    return record
+
+
+def load_cells(output_dir: str) -> list[dict]:
+    return [read_cell(path) for path in sorted(glob.glob(os.path.join(output_dir, "cells", "*.json")))]
+
+
+def file_safe(name: str) -> str:
+    """A task's or model's name as part of a file name (cells, plots): `hf:`, `/` and `:` become `-`."""
+    return name.replace("hf:", "hf-").replace("/", "-").replace(":", "-")
+
+
+def learning_rate(cell: dict) -> float | None:
+    """The cell's peak learning rate (its budget's, for cells recorded without the field)."""
+    return cell["learning_rate"] if cell.get("learning_rate") is not None else (cell.get("budget") or {}).get(
+        "learning_rate")
+
+
+def run_label(record: dict) -> str:
+    """`seed S, learning rate R` (the rate where the cell's name has one): one run of a (model, task) pair."""
+    rate = record.get("learning_rate")
+    return f"seed {record['seed']}" + (f", learning rate {rate:g}" if rate is not None else "")
+
+
+def describe(record: dict) -> str:
+    """`model / task / seed S, learning rate R`: a cell as the progress bar and the failure messages name it."""
+    return f"{record['model']} / {record['task']} / {run_label(record)}"
 
 
 def fit(cell: dict) -> float:
@@ -62,12 +118,13 @@ def calibration(cell: dict) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def published(task: str, model: str, protocol: str | None) -> list[tuple[str, float]]:
-    """(source, score in [0, 1]) of every published score of `model`'s architecture on `task` from the sources that
-    measured as `protocol` does (its `published` list): the model's preset names its counterpart in each source
-    (`published: {deletang2023: lstm}`). None without a protocol: a board of its own scale has nothing to compare."""
+def published(task: str, model: str, protocol: str | None) -> list[tuple[str, str, float]]:
+    """(source, the score's label, score in [0, 1]) of every published score of `model`'s architecture on `task` from
+    the sources that measured as `protocol` does (its `published` list): the model's preset names its counterpart in
+    each source (`published: {deletang2023: lstm}`). None without a protocol: a board of its own scale has nothing to
+    compare."""
     sources = PROTOCOLS[protocol].published if protocol in PROTOCOLS else []
-    counterparts = load_presets("leaderboard").get(model, {}).get("published", {})
+    counterparts = model_presets().get(model, {}).get("published", {})
     config = task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
     found = []
     for source, theirs in counterparts.items():
@@ -76,7 +133,7 @@ def published(task: str, model: str, protocol: str | None) -> list[tuple[str, fl
         entry = published_table().get(source, {})
         score = entry.get("scores", {}).get(config, {}).get(theirs)
         if score is not None:
-            found.append((f"{entry.get('short', source)} {theirs.replace('_', '-')}", score / 100))
+            found.append((source, f"{entry.get('short', source)} {theirs.replace('_', '-')}", score / 100))
     return found
 
 
@@ -97,8 +154,7 @@ def summarize(cells: list[dict]) -> list[dict]:
                 row["ece"].append(calibration(cell))
             row["metric"] = cell["metric"]
         else:
-            rate = f", learning rate {cell['learning_rate']:g}" if cell.get("learning_rate") is not None else ""
-            row["failed"].append(f"seed {cell['seed']}{rate}: {cell['error']}")
+            row["failed"].append(f"{run_label(cell)}: {cell['error']}")
     summary = []
     for row in rows.values():
         scores = [s for s in row["scores"] if s is not None]
@@ -153,6 +209,10 @@ def _format(value) -> str:
     return "" if value is None else f"{value:.3f}"
 
 
+def _rate(value) -> str:
+    return "" if value is None else f"{value:g}"
+
+
 def plot_task(task: str, cells: list[dict], path: str) -> None:
     """Accuracy against difficulty, a line per model: the median over its runs, the band from the worst to the best."""
     curves = []
@@ -160,8 +220,9 @@ def plot_task(task: str, cells: list[dict], path: str) -> None:
         runs = [curve(c) for c in cells if c["model"] == model]
         values = {d: [run[d] for run in runs if d in run] for d in sorted(set().union(*runs))}
         curves.append(Curve(f"{model} ({len(runs)} run{'s' if len(runs) > 1 else ''})", values))
-    plot_accuracy(curves, path, train_range=tuple(cells[0]["train_difficulties"]), title=task, size=(7, 4),
-                  ylabel=cells[0]["metric"].replace("_", " "))
+    with written_whole(path, "wb") as f:
+        plot_accuracy(curves, f, train_range=tuple(cells[0]["train_difficulties"]), title=task, size=(7, 4),
+                      ylabel=cells[0]["metric"].replace("_", " "))
 
 
 def write_leaderboard(output_dir: str) -> str:
@@ -170,26 +231,27 @@ def write_leaderboard(output_dir: str) -> str:
     if not cells:
         raise UsageError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen leaderboard there first.")
     summary = summarize(cells)
-    with open(os.path.join(output_dir, "leaderboard.csv"), "w", newline="") as f:
+    with written_whole(os.path.join(output_dir, "leaderboard.csv")) as f:
         writer = csv.writer(f)
         writer.writerow(["task", "model", "metric", "score_best_run", "score_median_run", "generalizing",
                          "fit_median_run", "ece_median_run", "runs", "published", "failed"])
         for r in summary:
             writer.writerow([r["task"], r["model"], r["metric"], _format(r["best"]), _format(r["median"]),
                              _format(r["generalizing"]), _format(r["fit_median"]), _format(r["ece_median"]),
-                             r["seeds"], " | ".join(f"{source} {score:.3f}" for source, score in r["published"]),
+                             r["seeds"], " | ".join(f"{label} {score:.3f}" for _, label, score in r["published"]),
                              " | ".join(r["failed"])])
-    with open(os.path.join(output_dir, "accuracy_by_length.csv"), "w", newline="") as f:
+    with written_whole(os.path.join(output_dir, "accuracy_by_length.csv")) as f:
         writer = csv.writer(f)
-        writer.writerow(["task", "model", "seed", "split", "difficulty", "accuracy", "token_accuracy", "ece",
-                         "examples"])
+        writer.writerow(["task", "model", "seed", "learning_rate", "split", "difficulty", "accuracy", "token_accuracy",
+                         "ece", "examples"])
         for c in cells:
             if c["status"] != "ok":
                 continue
             for split, values in c["accuracy"].items():
                 for d, v in sorted(values.items(), key=lambda item: int(item[0])):
-                    writer.writerow([c["task"], c["model"], c["seed"], split, d, f"{v['accuracy']:.4f}",
-                                     f"{v['token_accuracy']:.4f}", _format(v.get("ece")), v["examples"]])
+                    writer.writerow([c["task"], c["model"], c["seed"], _rate(learning_rate(c)), split, d,
+                                     f"{v['accuracy']:.4f}", f"{v['token_accuracy']:.4f}", _format(v.get("ece")),
+                                     v["examples"]])
 
     os.makedirs(os.path.join(output_dir, "plots"), exist_ok=True)
     ok = [c for c in cells if c["status"] == "ok"]
@@ -216,20 +278,21 @@ def write_leaderboard(output_dir: str) -> str:
                   "best run).", ""]
     budgets = {json.dumps({k: v for k, v in c["budget"].items() if k != "learning_rate"}, sort_keys=True): c["budget"]
                for c in ok}
-    if budgets:
-        rates = sorted({c["budget"].get("learning_rate") for c in ok if c["budget"].get("learning_rate") is not None})
+    if len(budgets) > 1:
+        lines += [f"Cells were trained with {len(budgets)} different budgets (see each cell's JSON).", ""]
+    elif budgets:
+        rates = sorted({learning_rate(c) for c in ok if learning_rate(c) is not None})
         budget = ", ".join(f"{k} {v}" for k, v in next(iter(budgets.values())).items()
                            if k not in ("threads", "learning_rate"))
-        budget += f"; learning rate{'s' if len(rates) > 1 else ''} of the finished runs {', '.join(f'{r:g}' for r in rates)}"
-        lines += [f"Training budget of every cell: {budget}." if len(budgets) == 1 else
-                  f"Cells were trained with {len(budgets)} different budgets (see each cell's JSON).", ""]
+        budget += f"; learning rate{'s' if len(rates) > 1 else ''} of the finished runs {', '.join(map(_rate, rates))}"
+        lines += [f"Training budget of every cell: {budget}.", ""]
     for task in sorted({r["task"] for r in summary}):
         rows = [r for r in summary if r["task"] == task]
         ok_cells = [c for c in ok if c["task"] == task]
         lines.append(f"## {task}")
         lines.append("")
         if ok_cells:
-            plot_name = task.replace("/", "-").replace(":", "-") + ".png"
+            plot_name = file_safe(task) + ".png"
             plot_task(task, ok_cells, os.path.join(output_dir, "plots", plot_name))
             low, high = ok_cells[0]["train_difficulties"]
             scored = ok_cells[0]["score_difficulties"]
@@ -247,16 +310,16 @@ def write_leaderboard(output_dir: str) -> str:
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in rows:
             failed = "; ".join(f.replace("|", "/") for f in r["failed"])
-            shown = "; ".join(f"{source} {score:.3f}" for source, score in r["published"])
+            shown = "; ".join(f"{label} {score:.3f}" for _, label, score in r["published"])
             lines.append(f"| {r['model']} | {_format(r['median'])} | {_format(r['best'])} | "
                          f"{_format(r['generalizing'])} | {_format(r['fit_median'])} | {_format(r['ece_median'])} | "
                          f"{r['seeds']} | {shown} | {failed} |")
         lines.append("")
-    shown = " ".join(source for r in summary for source, _ in r["published"])
+    shown = {source for r in summary for source, _, _ in r["published"]}
     if shown:
         lines += ["## Published scores", ""]
-        for entry in published_table().values():
-            if entry.get("short") and entry["short"] in shown:
+        for source, entry in published_table().items():
+            if source in shown:
                 lines.append(f"- {entry['short']}: {entry['citation']}. Score: {entry['aggregate']}."
                              + (f" Read from: {entry['read_from']}." if entry.get("read_from") else ""))
         lines.append("")
@@ -275,6 +338,6 @@ def write_leaderboard(output_dir: str) -> str:
                          f"{r['machine']} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")
-    with open(path, "w") as f:
+    with written_whole(path) as f:
         f.write("\n".join(lines))
     return path

@@ -11,6 +11,7 @@ spans the worst to the best seed. The training range is shaded.
 
 import statistics
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from matplotlib.figure import Figure
 
@@ -23,10 +24,10 @@ class Curve:
     color: str | None = None
 
 
-def plot_accuracy(curves: list[Curve], path: str, train_range: tuple[int, int] | None = None, title: str = "",
+def plot_accuracy(curves: list[Curve], path: str | BinaryIO, train_range: tuple[int, int] | None = None, title: str = "",
                   xlabel: str = "difficulty (length, depth or digits)", ylabel: str = "accuracy",
                   size: tuple[float, float] = (6.4, 4.0)) -> None:
-    """Draw `curves` against difficulty into `path` (PNG)."""
+    """Draw `curves` against difficulty into `path` (PNG: a file name, or a binary file open for writing)."""
     figure = Figure(figsize=size)
     axes = figure.subplots()
     if train_range:

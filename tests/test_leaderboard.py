@@ -316,6 +316,10 @@ def test_shards_together_write_exactly_the_cells_of_one_unsharded_run(tmp_path):
         os.listdir(tmp_path / "sharded" / "cells"))
     rows = read_csv(str(tmp_path / "sharded" / "leaderboard.csv"))  # the second shard's tables: every cell
     assert {r["runs"] for r in rows} == {"4"}  # two seeds at two learning rates per task
+    by_length = read_csv(str(tmp_path / "sharded" / "accuracy_by_length.csv"))  # a row per run and difficulty
+    keys = [(r["task"], r["model"], r["seed"], r["learning_rate"], r["split"], r["difficulty"]) for r in by_length]
+    assert len(keys) == len(set(keys)) and {r["learning_rate"] for r in by_length} == {"0.005", "0.001"}
+    assert not [name for name in os.listdir(tmp_path / "sharded") if name.endswith(".tmp")]
     # two worker processes (spawned, each with this process's threads) write the same cells with the same numbers
     parallel = leaderboard.run_grid(output_dir=str(tmp_path / "workers"), workers=2, threads=torch.get_num_threads(),
                                     **grid)
@@ -332,6 +336,91 @@ def test_shards_together_write_exactly_the_cells_of_one_unsharded_run(tmp_path):
     with pytest.raises(UsageError, match="--workers must be at least 1"):
         main(["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--workers", "0",
               "--output_dir", str(tmp_path / "x")])
+    with pytest.raises(UsageError, match="--learning_rates must be positive, got -1"):
+        main(["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--learning_rates", "-1", "1e-3",
+              "--output_dir", str(tmp_path / "x")])
+    # a shard that has no cell, in a folder that has none yet, writes nothing and says so without an error
+    name = leaderboard.cell.cell_name("lstm", "chomsky_hierarchy/parity_check", 0)
+    other = next(i for i in (1, 2) if not leaderboard.grid.in_shard(name, (i, 2)))
+    assert leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, str(tmp_path / "empty"),
+                                params=TINY, shard=(other, 2)) == []
+    assert not os.path.exists(tmp_path / "empty" / "leaderboard.md")
+
+
+def test_a_rerun_with_another_budget_stops_and_a_run_is_one_cell_under_either_name(tmp_path, monkeypatch):
+    """A finished cell answers for its run only: a re-run asking another budget, rate or data stops with the cells and
+    what differs, instead of keeping results that do not match; `--learning_rate R` and `--learning_rates R` are the
+    same run."""
+    out = str(tmp_path / "board")
+    budget = {"max_steps": 3, "per_device_train_batch_size": 8}
+    (record,) = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out,
+                                     {**budget, "learning_rate": 1e-3}, params=TINY)
+    monkeypatch.setattr(leaderboard.cell, "run_cell", lambda *args: pytest.fail("a finished cell ran again"))
+    assert leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, budget, params=TINY,
+                                learning_rates=[1e-3]) == [record]
+    assert os.listdir(os.path.join(out, "cells")) == ["lstm__chomsky_hierarchy-parity_check__seed0.json"]
+    for training, params, difference in [
+        ({**budget, "max_steps": 6, "learning_rate": 1e-3}, TINY, "max_steps 3 (asked: 6)"),
+        ({**budget, "learning_rate": 2e-3}, TINY, "learning_rate 0.001 (asked: 0.002)"),
+        ({**budget, "learning_rate": 1e-3}, {**TINY, "train_size": 500}, "train_size 400 (asked: 500)"),
+    ]:
+        with pytest.raises(UsageError) as error:
+            leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, training, params=params)
+        assert f"lstm__chomsky_hierarchy-parity_check__seed0.json: {difference}" in str(error.value)
+    # a cell file that is not a readable result is named, not a JSON error from deep inside
+    with open(os.path.join(out, "cells", "lstm__chomsky_hierarchy-parity_check__seed0.json"), "w") as f:
+        f.write('{"model": "lstm", "sta')
+    with pytest.raises(UsageError, match="lstm__chomsky_hierarchy-parity_check__seed0.json is not a readable cell"):
+        leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, budget, params=TINY)
+    with pytest.raises(UsageError, match="is not a readable cell"):
+        main(["--leaderboard_only", "--output_dir", out])
+
+
+def test_a_failure_never_replaces_a_cell_another_process_finished(tmp_path, monkeypatch):
+    """A cell that fails here while another process (a shard) finished it meanwhile keeps the other's result."""
+    out = str(tmp_path / "board")
+    path = os.path.join(out, "cells", "lstm__chomsky_hierarchy-parity_check__seed0.json")
+    theirs = {"model": "lstm", "task": "chomsky_hierarchy/parity_check", "seed": 0, "status": "ok",
+              "written_by": "another process"}
+
+    def run_cell(model, prepared, seed, training):
+        leaderboard.grid.write_json(path, theirs)
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(leaderboard.cell, "run_cell", run_cell)
+    monkeypatch.setattr(leaderboard.grid, "write_leaderboard", lambda output_dir: None)
+    assert leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, params=TINY) == [theirs]
+    assert json.load(open(path)) == theirs
+
+
+def test_a_worker_that_dies_loses_only_its_cell(tmp_path, monkeypatch):
+    """With --workers, each cell is written by its worker as it finishes; a worker process that dies (killed, out of
+    memory) costs its own cell, named in the error, and the others are kept."""
+    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Pool(ThreadPoolExecutor):  # the workers as threads of this process, so that one can be made to die
+        def __init__(self, workers, mp_context=None, initializer=None, initargs=()):
+            super().__init__(workers, initializer=initializer, initargs=initargs)
+
+    real = leaderboard.grid.run_in_worker
+
+    def run_in_worker(model, task_name, seed, budget, path, stamp):
+        if seed == 1:
+            raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+        return real(model, task_name, seed, budget, path, stamp)
+
+    monkeypatch.setattr(leaderboard.grid, "ProcessPoolExecutor", Pool)
+    monkeypatch.setattr(leaderboard.grid, "run_in_worker", run_in_worker)
+    out = str(tmp_path / "board")
+    with pytest.raises(RuntimeError, match=r"1 cell did not come back from its process \(lstm / "
+                                           r"chomsky_hierarchy/parity_check / seed 1\): BrokenProcessPool"):
+        leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 3, out,
+                             {"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, workers=2,
+                             threads=torch.get_num_threads())  # the thread workers set this process's threads
+    assert sorted(os.listdir(os.path.join(out, "cells"))) == [
+        "lstm__chomsky_hierarchy-parity_check__seed0.json", "lstm__chomsky_hierarchy-parity_check__seed2.json"]
+    assert "| lstm |" in open(os.path.join(out, "leaderboard.md")).read()
 
 
 def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
@@ -360,6 +449,8 @@ def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
             in open(os.path.join(out, "leaderboard.md")).read())
     with pytest.raises(SystemExit):  # argparse names the valid protocols
         main(["--protocol", "nosuch", "--models", "lstm", "--output_dir", out])
+    with pytest.raises(UsageError, match="--tasks listops: --protocol chomsky sets the data of its own tasks' "):
+        main(["--protocol", "chomsky", "--models", "lstm", "--tasks", "listops", "--output_dir", out])
 
 
 def test_a_protocol_without_models_runs_its_board(tmp_path, monkeypatch):
