@@ -26,6 +26,13 @@
 # SECONDS, $BOARD_WORKERS cells at a time on the one GPU (default 12); the cells it finished come back and --collect
 # puts them in docs/leaderboard/chomsky/cells/ (then `lengthgen leaderboard --leaderboard_only --output_dir
 # docs/leaderboard/chomsky` rewrites its tables):  --travel board, then  bash benchmarks/gpu_piece.sh 540 board
+#
+# The name `checks`, alone (its timings need the GPU to themselves), runs the GPU checks one after the other, each in
+# its share of the SECONDS: the Triton kernels of geometric attention compiled (tests/triton_interpreter_checks.py),
+# their time and memory against SDPA at N = 16 to 8,192 in bf16 (benchmarks/ndr_attention.py), fine-tuning under FSDP
+# through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent generation against the plain
+# model's (benchmarks/recurrence_generation.py, bf16). A log of each and the two JSONs come back; --collect puts the
+# JSONs in docs/ and prints the logs:  --travel checks, then  bash benchmarks/gpu_piece.sh 540 checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -81,7 +88,7 @@ fi
 if [[ "${1:-}" == "--wheels" ]]; then
     # versions of this machine's environment; pure-Python wheels (multiprocess: one per Python, the image has 3.12)
     wanted=()
-    for name in datasets dill multiprocess evaluate; do
+    for name in datasets dill multiprocess evaluate accelerate psutil pytest pluggy iniconfig pygments; do
         wanted+=("$name==$(python -c "import importlib.metadata as m; print(m.version('$name'))")")
     done
     rm -rf .whl
@@ -107,6 +114,14 @@ if [[ "${1:-}" == "--collect" ]]; then
             echo "board: $(ls "$folder/cells" | wc -l) cells"
             continue
         fi
+        if [[ "$name" == checks ]]; then  # the GPU checks: their JSONs, and what each printed
+            cp "$folder"/*.json docs/ 2>/dev/null || true
+            for log in "$folder"/*.log; do
+                echo "== $(basename "$log")"
+                tail -n 40 "$log"
+            done
+            continue
+        fi
         if ls "$folder"/checkpoint-*.tar.part* > /dev/null 2>&1; then
             rm -f docs/results/pieces/"$name"/checkpoint-*.tar.part*
             mkdir -p docs/results/pieces/"$name"
@@ -123,6 +138,7 @@ seconds=${1:-}
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || usage "SECONDS must be a positive whole number, not '$seconds'"
 shift
 (( $# >= 1 && $# <= max_presets )) || usage "one to $max_presets presets side by side, not $#"
+[[ " $* " != *" checks "* ]] || (( $# == 1 )) || usage "checks runs alone: its timings need the GPU to themselves"
 [[ -n "${OUT:-}" ]] || usage "\$OUT (the GPU machine's folder of files to bring back) is not set"
 out=$OUT
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -133,10 +149,36 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 
+run_checks() {  # `checks` into folder $2, one after the other, each in its share (percent) of $1 seconds
+    local seconds=$1 into=$2 step share name command code failed=0
+    mkdir -p "$into"
+    local steps=(
+        "20 triton python3 tests/triton_interpreter_checks.py"
+        "35 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
+            4096 8192 --repeats 20 --warmup 3 --json $into/ndr_attention_gpu_bf16_linear.json"
+        "20 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
+        "25 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16
+            --json $into/recurrence_generation_gpu.json"
+    )
+    for step in "${steps[@]}"; do
+        read -r share name command <<< "$(echo $step)"
+        code=0
+        timeout --kill-after=10 $(( seconds * share / 100 )) $command > "$into/$name.log" 2>&1 || code=$?
+        echo "$name: exit status $code$( (( code == 124 )) && echo ' (out of time)')" >> "$into/checks.log"
+        (( code == 0 )) || failed=1
+    done
+    return $failed
+}
+
 work=$(mktemp -d)  # work/NAME/: what each preset leaves, bundled into $OUT at the end
 pids=()
 started=$(mktemp)  # cells written after this are the board's new ones
 for name in "$@"; do
+    if [[ "$name" == checks ]]; then
+        run_checks "$seconds" "$work/checks" > /tmp/checks.out 2>&1 &
+        pids+=($!)
+        continue
+    fi
     if [[ "$name" == board ]]; then
         # a hard stop (timeout kills the workers too): a cell is written whole or not at all
         timeout --kill-after=10 "$seconds" python3 -m lengthgen.commands.main leaderboard --protocol chomsky \
@@ -165,7 +207,14 @@ for name in "$@"; do
     fi
     cp docs/results/"$name".json docs/results/"$name".png "$work/$name/" 2>/dev/null || true
     echo "== $name"
-    tail -c 2000 "/tmp/$name.out" | tr '\r' '\n' | tail -n 25
+    if [[ "$name" == checks ]]; then
+        for log in "$work"/checks/*.log; do
+            echo "-- $(basename "$log")"
+            tail -n 20 "$log"
+        done
+    else
+        tail -c 2000 "/tmp/$name.out" | tr '\r' '\n' | tail -n 25
+    fi
     size=$(du -sb "$work/$name" | cut -f1)
     if (( total + size + 1048576 > 64 * 1048576 )); then  # 1 MiB for the archive's headers
         echo "gpu_piece.sh: $name left out: its $(( size >> 20 )) MiB would take what comes back past 64 MiB" >&2

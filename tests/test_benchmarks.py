@@ -568,3 +568,48 @@ def test_leaderboard_step_counts_flops_and_times_the_bare_and_the_runner_step(tm
     # a transformer step does more arithmetic than an LSTM step of the same width
     assert results["models"]["nope"]["flops_per_step"] > results["models"]["lstm"]["flops_per_step"]
     assert json.loads(output.read_text())["models"].keys() == results["models"].keys()
+
+
+FAKE_CHECKS_PYTHON = """#!/usr/bin/env bash
+# python3 as gpu_piece.sh calls it for `checks`: pip installs nothing; each check records its arguments, writes the
+# JSON it is asked for, and the FSDP test fails
+[[ "$2" == "pip" ]] && exit 0
+echo "$@" >> CALLS
+for ((i = 1; i < $#; i++)); do [[ "${!i}" == --json ]] && j=$((i + 1)) && echo '{"gpu": "fake"}' > "${!j}"; done
+[[ "$*" == *fsdp* ]] && { echo "1 failed"; exit 1; }
+echo "checked $1"
+"""
+
+
+def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(tmp_path):
+    """`checks` runs the four GPU checks in turn (alone: with a preset beside it, a usage error), each its share of the
+    seconds; a failing one is named and fails the command, the others still run; their logs and JSONs come back and
+    --collect puts the JSONs in docs/ and prints the logs."""
+    script = _gpu_piece_in(tmp_path / "repo")
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(FAKE_CHECKS_PYTHON.replace("CALLS", str(tmp_path / "calls")))
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    alone = subprocess.run(["bash", script, "60", "checks", "board"], env=env, capture_output=True, text=True)
+    assert alone.returncode == 2 and "checks runs alone" in alone.stderr
+    result = subprocess.run(["bash", script, "60", "checks"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [call.split()[0] for call in calls] == ["tests/triton_interpreter_checks.py", "benchmarks/ndr_attention.py",
+                                                   "-m", "benchmarks/recurrence_generation.py"]
+    assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "-k fsdp_launch_on_gpus" in calls[2]
+    assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout
+    with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
+        names = sorted(tar.getnames())
+    assert "checks/ndr_attention_gpu_bf16_linear.json" in names and "checks/recurrence_generation_gpu.json" in names
+    assert "checks/fsdp.log" in names
+
+    collected = subprocess.run(["bash", script, "--collect", str(out)], capture_output=True, text=True, check=True)
+    assert "1 failed" in collected.stdout
+    assert json.loads((repo / "docs" / "recurrence_generation_gpu.json").read_text()) == {"gpu": "fake"}
+    assert (repo / "docs" / "ndr_attention_gpu_bf16_linear.json").exists()
