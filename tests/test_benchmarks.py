@@ -356,6 +356,18 @@ def _gpu_piece_in(root):
     return os.path.join(root, "benchmarks", "gpu_piece.sh")
 
 
+def _device_with_fake_python(tmp_path, python_script, **variables):
+    """The GPU machine's side as gpu_piece.sh sees it, with `python_script` as python3 (first on PATH) and an empty
+    $OUT: (environment, $OUT)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(python_script)
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    return os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}", **variables}, out
+
+
 def _repo_with_a_kept_piece(tmp_path):
     """A scratch repository with gpu_piece.sh and a piece kept at step 100 of preset `ndr-x`: (script, pieces folder)."""
     script = _gpu_piece_in(tmp_path / "repo")
@@ -416,13 +428,7 @@ def test_gpu_piece_brings_back_what_fits_in_64_mib_and_collect_files_it(tmp_path
     script, _ = _repo_with_a_kept_piece(tmp_path)
     repo = tmp_path / "repo"
     (repo / "docs" / "results").mkdir(exist_ok=True)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(FAKE_PYTHON)
-    (bin_dir / "python3").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env, out = _device_with_fake_python(tmp_path, FAKE_PYTHON)
     result = subprocess.run(["bash", script, "60", "ndr-a-20", "ndr-b-30", "ndr-c-30"], env=env, capture_output=True,
                             text=True)
     assert result.returncode == 1
@@ -498,13 +504,8 @@ def test_gpu_piece_board_brings_back_the_cells_it_finished_and_collect_files_the
     cells = repo / "docs" / "leaderboard" / "chomsky" / "cells"
     cells.mkdir(parents=True)
     (cells / "old__cell.json").write_text('{"status": "ok", "old": true}')
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(FAKE_BOARD_PYTHON.replace("/tmp/board-arguments-$PPID", str(tmp_path / "args")))
-    (bin_dir / "python3").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}", "BOARD_WORKERS": "16"}
+    env, out = _device_with_fake_python(
+        tmp_path, FAKE_BOARD_PYTHON.replace("/tmp/board-arguments-$PPID", str(tmp_path / "args")), BOARD_WORKERS="16")
     result = subprocess.run(["bash", script, "2", "board"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     arguments = (tmp_path / "args").read_text().split()
@@ -588,13 +589,7 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
     script = _gpu_piece_in(tmp_path / "repo")
     repo = tmp_path / "repo"
     (repo / "docs").mkdir()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(FAKE_CHECKS_PYTHON.replace("CALLS", str(tmp_path / "calls")))
-    (bin_dir / "python3").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = os.environ | {"OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env, out = _device_with_fake_python(tmp_path, FAKE_CHECKS_PYTHON.replace("CALLS", str(tmp_path / "calls")))
     alone = subprocess.run(["bash", script, "60", "checks", "board"], env=env, capture_output=True, text=True)
     assert alone.returncode == 2 and "checks runs alone" in alone.stderr
     result = subprocess.run(["bash", script, "60", "checks"], env=env, capture_output=True, text=True, timeout=60)
