@@ -16,7 +16,7 @@ from lengthgen.training.runner import run_experiment
 from lengthgen.training.spec import ExperimentSpec
 
 from .models import model_section
-from .tables import file_safe
+from .tables import file_safe, held_out
 from .tasks import Task
 
 _TABLE = load_table("leaderboard")
@@ -113,7 +113,7 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
         result = run_experiment(spec, splits=prepared.splits, quiet=True, save=False)
     by_split = {name: {d: entry for d, entry in table.items() if d != "all"} for name, table in result.scores.items()}
     top = max(prepared.train_difficulties)
-    longer = {int(d): v[task.metric] for split in by_split.values() for d, v in split.items() if int(d) > top}
+    longer = {d: value for d, value in held_out(by_split, task.metric).items() if d > top}
     return {
         "model": model_name,
         "task": task.name,

@@ -102,12 +102,22 @@ def fit(cell: dict) -> float:
     return sum(v[cell["metric"]] * v["examples"] for v in values) / sum(v["examples"] for v in values)
 
 
+def held_out(accuracy: dict, metric: str) -> dict[int, float]:
+    """`metric` at each difficulty of the held-out splits of `accuracy` ({split: {difficulty: {metric, "examples"}}},
+    the "train" sample left out), in order of difficulty; a difficulty that several splits hold gets their mean
+    weighted by examples."""
+    sums = {}
+    for split, table in accuracy.items():
+        if split != "train":
+            for difficulty, entry in table.items():
+                total, count = sums.get(int(difficulty), (0.0, 0))
+                sums[int(difficulty)] = (total + entry[metric] * entry["examples"], count + entry["examples"])
+    return {difficulty: total / count for difficulty, (total, count) in sorted(sums.items())}
+
+
 def curve(cell: dict) -> dict[int, float]:
     """The cell's accuracy at each difficulty of the held-out splits (its score's metric)."""
-    return {
-        int(d): v[cell["metric"]] for split, values in cell["accuracy"].items() if split != "train"
-        for d, v in values.items()
-    }
+    return held_out(cell["accuracy"], cell["metric"])
 
 
 def calibration(cell: dict) -> float | None:

@@ -134,6 +134,16 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     assert open(path).read() == written
 
 
+def test_held_out_accuracy_by_hand():
+    """The score's accuracies: every held-out split's difficulties, the training sample left out, a difficulty held by
+    two splits weighted by their examples (1 right of 1 and 1 of 3: 2 of 4)."""
+    accuracy = {"train": {"4": {"token_accuracy": 1.0, "examples": 8}},
+                "validation": {"5": {"token_accuracy": 1.0, "examples": 1}, "6": {"token_accuracy": 0.5, "examples": 2}},
+                "test": {"5": {"token_accuracy": 1 / 3, "examples": 3}, "7": {"token_accuracy": 0.0, "examples": 4}}}
+    assert leaderboard.tables.held_out(accuracy, "token_accuracy") == pytest.approx({5: 0.5, 6: 0.5, 7: 0.0})
+    assert list(leaderboard.tables.held_out(accuracy, "token_accuracy")) == [5, 6, 7]
+
+
 def test_a_cell_another_process_finished_meanwhile_is_not_run_again(tmp_path, monkeypatch):
     """Processes sharing a folder (shards, a GPU run's cells collected there) list their cells when they start; a cell
     finished by another one since then is taken as it is, not trained and written again."""
