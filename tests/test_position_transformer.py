@@ -19,11 +19,12 @@ from lengthgen.modeling import (
 )
 from lengthgen.modeling.position_transformer.modeling_position_transformer import (
     abacus_positions,
+    alibi_slopes,
     relative_position_bucket,
     rotary_cos_sin,
 )
 
-ENCODINGS = ["none", "absolute", "rope", "t5_bias", "fire", "abacus"]
+ENCODINGS = ["none", "absolute", "rope", "t5_bias", "fire", "alibi", "abacus"]
 DIGITS = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]  # the ids of "0" ... "9" in the vocabulary of the tests below
 
 
@@ -53,14 +54,14 @@ def with_causal(encodings=ENCODINGS):
     return [(e, c) for e in encodings for c in (True, False) if c or e != "fire"]
 
 
-@pytest.mark.parametrize("encoding", ["absolute", "rope", "t5_bias", "fire", "abacus"])
+@pytest.mark.parametrize("encoding", ["absolute", "rope", "t5_bias", "fire", "alibi", "abacus"])
 def test_nope_is_the_model_with_its_position_signal_zeroed_by_hand(encoding):
     nope = model_for("none")
     model = model_for(encoding, seed=1)
     missing = model.load_state_dict(nope.state_dict(), strict=False).missing_keys  # the backbone of `nope`
     assert all(k.split(".")[0] in ("position_embeddings", "relative_attention_bias", "fire", "abacus_embeddings")
                for k in missing)
-    assert bool(missing) == (encoding != "rope")  # rope has no parameters
+    assert bool(missing) == (encoding not in ("rope", "alibi"))  # rope and alibi have no parameters
     ids, mask = batch()
     ids[:, 1:4] = torch.tensor([6, 7, 8])  # a number, for the Abacus embeddings
     position_ids = None
@@ -75,7 +76,7 @@ def test_nope_is_the_model_with_its_position_signal_zeroed_by_hand(encoding):
             model.fire.mlp_out.bias.zero_()
         elif encoding == "abacus":
             model.abacus_embeddings.weight.zero_()
-        else:  # rope: every position 0, every rotation the identity
+        else:  # rope, alibi: every position 0, every rotation the identity, every distance 0
             position_ids = torch.zeros_like(ids)
         zeroed = model(ids, attention_mask=mask, position_ids=position_ids).last_hidden_state
         expected = nope(ids, attention_mask=mask).last_hidden_state
@@ -104,6 +105,33 @@ def test_t5_bias_is_t5s_compute_bias_on_the_same_table(causal):
         t5.relative_attention_bias.weight.copy_(model.relative_attention_bias.weight)
         n = 30
         torch.testing.assert_close(model.position_bias(torch.arange(n)[None]), t5.compute_bias(n, n), rtol=0, atol=0)
+
+
+def test_alibi_slopes_by_hand():
+    """Press et al.: 8 heads take 1/2, 1/4, ..., 1/256; 6 heads the 4 of 4 heads (1/4, 1/16, 1/64, 1/256), then every
+    other slope of 8 heads (1/2, 1/8)."""
+    assert alibi_slopes(8).tolist() == [2.0**-k for k in range(1, 9)]
+    assert alibi_slopes(6).tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    assert alibi_slopes(1).tolist() == [2.0**-8]
+
+
+@pytest.mark.parametrize("heads", [2, 4, 6])
+@pytest.mark.parametrize("causal", [True, False])
+def test_alibi_bias_is_blooms_up_to_each_querys_constant(heads, causal):
+    """transformers' BLOOM adds m_h p_j to the logits of key j; ALiBi's -m_h (p_i - p_j) differs by m_h p_i, a constant
+    of each query's row that the softmax ignores. Bidirectional: -m_h |p_i - p_j|."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    model = model_for("alibi", is_causal=causal, hidden_size=4 * heads, num_attention_heads=heads)
+    n = 9
+    bloom = build_alibi_tensor(torch.ones(1, n, dtype=torch.long), heads, torch.float32)[:, 0]  # (heads, key j)
+    slopes = bloom[:, 1]  # m_h: BLOOM's bias at key position 1
+    ours = model.position_bias(torch.arange(n)[None])[0]  # (heads, query i, key j)
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    below = (j <= i).expand(heads, n, n)
+    torch.testing.assert_close((ours + slopes[:, None, None] * i)[below], bloom[:, None, :].expand(heads, n, n)[below])
+    if not causal:
+        torch.testing.assert_close(ours, ours.transpose(1, 2))
 
 
 def test_fire_bias_is_the_formula_on_a_hand_set_example():
@@ -325,7 +353,7 @@ print("REMOTE_CODE_OK")
 @pytest.mark.parametrize(
     "fields, message",
     [
-        (dict(position_encoding="alibi"), "position_encoding"),
+        (dict(position_encoding="xpos"), "position_encoding"),
         (dict(position_encoding="fire", is_causal=False), "is_causal=True"),
         (dict(position_encoding="abacus", abacus_digit_token_ids=[]), "abacus_digit_token_ids"),
         (dict(abacus_digit_token_ids=[-1]), "abacus_digit_token_ids"),

@@ -5,7 +5,7 @@ NeurIPS 2023, arXiv:2305.19466, compare them on one decoder)."""
 
 from transformers import PretrainedConfig
 
-POSITION_ENCODINGS = ("none", "absolute", "rope", "t5_bias", "fire", "abacus")
+POSITION_ENCODINGS = ("none", "absolute", "rope", "t5_bias", "fire", "alibi", "abacus")
 CLASSIFIER_POSITIONS = ("first", "last")
 
 
@@ -17,8 +17,8 @@ class PositionTransformerConfig(PretrainedConfig):
 
     When the forward call is given `position_ids` (for instance the sorted positions drawn from a larger range of
     Ruoss et al.'s randomized positional encodings), every position-dependent encoding reads them instead of
-    0, 1, ..., n - 1: `"absolute"` looks them up, `"rope"` rotates by them, and `"t5_bias"` and `"fire"` take the
-    relative distance of query i and key j as position_ids[i] - position_ids[j]. `"none"` and `"abacus"` do not use
+    0, 1, ..., n - 1: `"absolute"` looks them up, `"rope"` rotates by them, and `"t5_bias"`, `"fire"` and `"alibi"`
+    take the relative distance of query i and key j as position_ids[i] - position_ids[j]. `"none"` and `"abacus"` do not use
     them.
 
     Args:
@@ -44,6 +44,10 @@ class PositionTransformerConfig(PretrainedConfig):
             Transformers", ICLR 2024, arXiv:2310.04418): a bias f_theta(psi(i - j) / psi(max(L, i))) with
             psi(x) = log(c x + 1), learnable c and L, and f_theta a small MLP with one output per head, shared by all
             layers. Causal models only.
+            `"alibi"`: ALiBi (Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear Biases Enables
+            Input Length Extrapolation", ICLR 2022, arXiv:2108.12409): a fixed bias -m_h (i - j) on the logits, a
+            slope m_h per head from the geometric sequence of the paper (1/2, 1/4, ..., 1/256 for 8 heads); no
+            parameters. The paper's models are causal; a bidirectional model takes -m_h |i - j|.
             `"abacus"`: Abacus embeddings (McLeish et al., "Transformers Can Do Arithmetic with the Right Embeddings",
             NeurIPS 2024, arXiv:2405.17399): each digit token (`abacus_digit_token_ids`) gets a learned embedding of
             its place in its number (1 for the number's first digit, 2 for the next, ...), other tokens none; in

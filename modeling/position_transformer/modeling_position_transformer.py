@@ -27,6 +27,9 @@ unless the forward call gives position_ids), and `position_encoding` chooses the
   one-hidden-layer ReLU MLP (width `fire_mlp_width`) with one output per head, shared by all layers. The input of
   f_theta lies in [0, 1]: for a query past L it is the distance relative to the query's own position ("progressive
   interpolation"), for one below L it depends on p_i - p_j only.
+* `"alibi"` (Press, Smith and Lewis, arXiv:2108.12409): b_h(i, j) = -m_h (p_i - p_j), fixed slopes m_h: for H heads
+  a power of two, m_h = 2^(-8h/H), h = 1 ... H; otherwise those of the power of two below H, then every other slope of
+  twice that power (the paper's recipe, as BLOOM's). A bidirectional model takes -m_h |p_i - p_j|.
 * `"abacus"` (McLeish et al., arXiv:2405.17399): P_i = W_abacus[a_i + k] for digit tokens, where a_i is the place of
   token i in its number (1 for the first digit, 2 for the next, ...), k a random offset in [0, abacus_max_offset]
   drawn per sequence in training (0 at evaluation); P_i = 0 for other tokens. b = 0.
@@ -77,6 +80,15 @@ def relative_position_bucket(relative_position: torch.Tensor, bidirectional: boo
     log_spaced = exact + (torch.log(ratio) / math.log(max_distance / exact) * (num_buckets - exact)).long()
     log_spaced = log_spaced.clamp(max=num_buckets - 1)
     return base + torch.where(distance < exact, distance, log_spaced)
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """ALiBi's slope m_h of each head, `(num_heads,)`: 2^(-8h/H) for h = 1 ... H when H is a power of two; otherwise
+    the slopes of the largest power of two below H, then every other slope of twice that power, as many as needed."""
+    power = 2 ** math.floor(math.log2(num_heads))
+    slopes = [2 ** (-8 * h / power) for h in range(1, power + 1)]
+    slopes += [2 ** (-8 * h / (2 * power)) for h in range(1, 2 * power + 1, 2)][: num_heads - power]
+    return torch.tensor(slopes)
 
 
 def abacus_positions(input_ids: torch.Tensor, digit_ids: torch.Tensor) -> torch.Tensor:
@@ -387,7 +399,14 @@ class PositionTransformerModel(PositionTransformerPreTrainedModel):
         return places.clamp(max=rows - 1)
 
     def position_bias(self, positions: torch.Tensor) -> torch.Tensor | None:
-        """b `(batch or 1, heads, length, length)` of `"t5_bias"` and `"fire"` for the positions p; None otherwise."""
+        """b `(batch or 1, heads, length, length)` of `"t5_bias"`, `"fire"` and `"alibi"` for the positions p; None
+        otherwise."""
+        if self.config.position_encoding == "alibi":
+            distance = (positions[:, :, None] - positions[:, None, :]).float()  # p_i - p_j, (batch, query i, key j)
+            if not self.config.is_causal:
+                distance = distance.abs()
+            slopes = alibi_slopes(self.config.num_attention_heads).to(distance.device)
+            return -slopes[None, :, None, None] * distance[:, None]
         if self.config.position_encoding == "t5_bias":
             relative = positions[:, None, :] - positions[:, :, None]  # p_j - p_i, (batch, query i, key j)
             buckets = relative_position_bucket(relative, not self.config.is_causal,
