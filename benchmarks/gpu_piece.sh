@@ -163,7 +163,8 @@ run_checks() {  # `checks` into folder $2, one after the other, each in its shar
     for step in "${steps[@]}"; do
         read -r share name command <<< "$(echo $step)"
         code=0
-        timeout --kill-after=10 $(( seconds * share / 100 )) $command > "$into/$name.log" 2>&1 || code=$?
+        timeout --kill-after=10 $(( seconds * share / 100 > 0 ? seconds * share / 100 : 1 )) $command \
+            > "$into/$name.log" 2>&1 || code=$?
         echo "$name: exit status $code$( (( code == 124 )) && echo ' (out of time)')" >> "$into/checks.log"
         (( code == 0 )) || failed=1
     done

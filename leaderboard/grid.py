@@ -68,7 +68,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
                     if record is None:  # a failed cell is tried again
                         todo.append((model, task, seed, budget, os.path.join(cells_dir, name + ".json")))
                         continue
-                    if difference := differs(record, asked, task.params):
+                    if difference := differs(record, asked, task):
                         conflicts.append(f"{os.path.basename(path)}: {difference}")
                     records[path] = record
     if conflicts:
@@ -116,7 +116,10 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
                 model, task_name, seed, budget, path, _ = pending[future]
                 try:
                     finish(future.result(), path)
-                except Exception as error:  # its process died (killed, out of memory): the other cells go on
+                except UsageError:
+                    raise
+                except Exception as error:  # a worker died (killed, out of memory): the pool ends every cell in
+                    # flight and every queued one; the finished ones are written
                     lost.append((describe({"model": model, "task": task_name, "seed": seed, **budget}), error))
         else:
             for model, task_name, seed, budget, path, stamp in runs:
@@ -129,7 +132,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
         raise RuntimeError(
             f"{len(lost)} cell{'s' if len(lost) > 1 else ''} did not come back from "
             f"{'their' if len(lost) > 1 else 'its'} process ({names}): {type(error).__name__}: {error}. Every finished "
-            "cell is written; the same command runs the rest."
+            "cell is written; the same command runs the others."
         ) from error
     return list(records.values())
 
@@ -148,11 +151,18 @@ def finished_run(cells_dir: str, model: str, task: str, seed: int, rate: float |
     return None, None
 
 
-def differs(record: dict, budget: dict, params: dict) -> str | None:
-    """What a finished cell's budget and generating parameters have that differs from a run's (the fields both name),
-    e.g. `max_steps 600 (asked: 3000)`; None when nothing does."""
-    asked = {**budget, **cell.data_parameters(params)}
-    had = {**(record.get("budget") or {}), **(record.get("data_parameters") or {})}
+LEGACY_BUDGET_KEYS = {"batch_size": "per_device_train_batch_size", "eval_batch_size": "per_device_eval_batch_size",
+                      "warmup_ratio": "warmup_steps"}  # the names of cells written by earlier versions
+
+
+def differs(record: dict, budget: dict, task) -> str | None:
+    """What a finished cell's budget and generating parameters have that differs from a run's, e.g.
+    `max_steps 600 (asked: 3000)`; None when nothing does. A cell records the parameters its data scale and the
+    command set: the builder's defaults stand for the others. Budget fields are compared where both name them."""
+    defaults = cell.data_parameters(task.defaults())
+    asked = {**budget, **defaults, **cell.data_parameters(task.params)}
+    had_budget = {LEGACY_BUDGET_KEYS.get(key, key): value for key, value in (record.get("budget") or {}).items()}
+    had = {**had_budget, **defaults, **(record.get("data_parameters") or {})}
     found = [f"{key} {had[key]!r} (asked: {value!r})" for key, value in asked.items()
              if key in had and had[key] != value]
     return ", ".join(found) or None

@@ -46,8 +46,10 @@ def written_whole(path: str, mode: str = "w"):
     handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
                                          suffix=".tmp")
     try:
-        os.fchmod(handle, 0o644)
         with os.fdopen(handle, mode, **({} if "b" in mode else {"newline": ""})) as f:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), 0o666 & ~umask)  # as open() would make it (mkstemp's is private)
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -30,6 +30,10 @@ class Task:
     def load(self):
         return load_splits(self.dataset, self.config, self.params)
 
+    def defaults(self) -> dict:
+        """The builder's generating parameters where `params` leaves them ({} for a dataset that is not a builder)."""
+        return builder_config(self.dataset, self.config).generator_arguments() if self.dataset in BUILDERS else {}
+
 
 def resolve_task(name: str, data_scale: str = "small") -> Task:
     """`builder/config` (or a builder alone: its default config) or `hf:PATH_OR_HUB_ID[:CONFIG]`."""

@@ -583,9 +583,9 @@ echo "checked $1"
 
 
 def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(tmp_path):
-    """`checks` runs the four GPU checks in turn (alone: with a preset beside it, a usage error), each its share of the
-    seconds; a failing one is named and fails the command, the others still run; their logs and JSONs come back and
-    --collect puts the JSONs in docs/ and prints the logs."""
+    """`checks` runs the four GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
+    named and fails the command, the others still run; their logs and JSONs come back and --collect puts the JSONs in
+    docs/ and prints the logs."""
     script = _gpu_piece_in(tmp_path / "repo")
     repo = tmp_path / "repo"
     (repo / "docs").mkdir()

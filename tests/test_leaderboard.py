@@ -138,7 +138,8 @@ def test_held_out_accuracy_by_hand():
     """The score's accuracies: every held-out split's difficulties, the training sample left out, a difficulty held by
     two splits weighted by their examples (1 right of 1 and 1 of 3: 2 of 4)."""
     accuracy = {"train": {"4": {"token_accuracy": 1.0, "examples": 8}},
-                "validation": {"5": {"token_accuracy": 1.0, "examples": 1}, "6": {"token_accuracy": 0.5, "examples": 2}},
+                "validation": {"5": {"token_accuracy": 1.0, "examples": 1},
+                               "6": {"token_accuracy": 0.5, "examples": 2}},
                 "test": {"5": {"token_accuracy": 1 / 3, "examples": 3}, "7": {"token_accuracy": 0.0, "examples": 4}}}
     assert leaderboard.tables.held_out(accuracy, "token_accuracy") == pytest.approx({5: 0.5, 6: 0.5, 7: 0.0})
     assert list(leaderboard.tables.held_out(accuracy, "token_accuracy")) == [5, 6, 7]
@@ -369,14 +370,28 @@ def test_a_rerun_with_another_budget_stops_and_a_run_is_one_cell_under_either_na
     assert leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, budget, params=TINY,
                                 learning_rates=[1e-3]) == [record]
     assert os.listdir(os.path.join(out, "cells")) == ["lstm__chomsky_hierarchy-parity_check__seed0.json"]
+    without_lengths = {k: v for k, v in TINY.items() if k != "train_lengths"}
     for training, params, difference in [
         ({**budget, "max_steps": 6, "learning_rate": 1e-3}, TINY, "max_steps 3 (asked: 6)"),
         ({**budget, "learning_rate": 2e-3}, TINY, "learning_rate 0.001 (asked: 0.002)"),
         ({**budget, "learning_rate": 1e-3}, {**TINY, "train_size": 500}, "train_size 400 (asked: 500)"),
+        # a parameter the run leaves to its data scale: the small one's lengths 1-20, the paper one's builder default
+        ({**budget, "learning_rate": 1e-3}, without_lengths, "train_lengths [1, 4] (asked: [1, 20])"),
+        ({**budget, "learning_rate": 1e-3, "data_scale": "paper"}, without_lengths,
+         "train_lengths [1, 4] (asked: [1, 40])"),
     ]:
+        scale = training.pop("data_scale", "small")
         with pytest.raises(UsageError) as error:
-            leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, training, params=params)
+            leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, training, data_scale=scale,
+                                 params=params)
         assert f"lstm__chomsky_hierarchy-parity_check__seed0.json: {difference}" in str(error.value)
+    # a cell written with the budget's earlier names (batch_size for per_device_train_batch_size) is compared too
+    path = os.path.join(out, "cells", "lstm__chomsky_hierarchy-parity_check__seed0.json")
+    old = dict(record, budget={"max_steps": 3, "batch_size": 8, "learning_rate": 1e-3, "warmup_ratio": 0.1})
+    leaderboard.grid.write_json(path, old)
+    with pytest.raises(UsageError, match=r"per_device_train_batch_size 8 \(asked: 16\)"):
+        leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out,
+                             {**budget, "per_device_train_batch_size": 16, "learning_rate": 1e-3}, params=TINY)
     # a cell file that is not a readable result is named, not a JSON error from deep inside
     with open(os.path.join(out, "cells", "lstm__chomsky_hierarchy-parity_check__seed0.json"), "w") as f:
         f.write('{"model": "lstm", "sta')
@@ -403,9 +418,10 @@ def test_a_failure_never_replaces_a_cell_another_process_finished(tmp_path, monk
     assert json.load(open(path)) == theirs
 
 
-def test_a_worker_that_dies_loses_only_its_cell(tmp_path, monkeypatch):
-    """With --workers, each cell is written by its worker as it finishes; a worker process that dies (killed, out of
-    memory) costs its own cell, named in the error, and the others are kept."""
+def test_a_worker_that_dies_keeps_the_finished_cells_and_names_the_others(tmp_path, monkeypatch):
+    """With --workers, each cell is written by its worker as it finishes. A worker process that dies (killed, out of
+    memory) breaks the pool: the cells in flight and queued come back as BrokenProcessPool; the finished ones are
+    kept, the error names the others, and the same command runs them."""
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
@@ -416,21 +432,25 @@ def test_a_worker_that_dies_loses_only_its_cell(tmp_path, monkeypatch):
     real = leaderboard.grid.run_in_worker
 
     def run_in_worker(model, task_name, seed, budget, path, stamp):
-        if seed == 1:
+        if seed >= 1:  # seed 1's worker dies; the broken pool fails seed 2 as well
             raise BrokenProcessPool("A process in the process pool was terminated abruptly")
         return real(model, task_name, seed, budget, path, stamp)
 
     monkeypatch.setattr(leaderboard.grid, "ProcessPoolExecutor", Pool)
     monkeypatch.setattr(leaderboard.grid, "run_in_worker", run_in_worker)
     out = str(tmp_path / "board")
-    with pytest.raises(RuntimeError, match=r"1 cell did not come back from its process \(lstm / "
-                                           r"chomsky_hierarchy/parity_check / seed 1\): BrokenProcessPool"):
+    with pytest.raises(RuntimeError, match=r"2 cells did not come back from their process \(lstm / "
+                                           r"chomsky_hierarchy/parity_check / seed [12], .*seed [12]\): "
+                                           r"BrokenProcessPool"):
         leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 3, out,
                              {"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, workers=2,
                              threads=torch.get_num_threads())  # the thread workers set this process's threads
-    assert sorted(os.listdir(os.path.join(out, "cells"))) == [
-        "lstm__chomsky_hierarchy-parity_check__seed0.json", "lstm__chomsky_hierarchy-parity_check__seed2.json"]
+    assert os.listdir(os.path.join(out, "cells")) == ["lstm__chomsky_hierarchy-parity_check__seed0.json"]
     assert "| lstm |" in open(os.path.join(out, "leaderboard.md")).read()
+    monkeypatch.setattr(leaderboard.grid, "run_in_worker", real)  # the same command again runs the two others
+    assert len(leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 3, out,
+                                    {"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, workers=2,
+                                    threads=torch.get_num_threads())) == 3
 
 
 def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):

@@ -262,6 +262,22 @@ def test_causal_models_do_not_look_ahead(encoding):
     assert not torch.allclose(before[:, 6:], after[:, 6:])
 
 
+def test_a_padding_not_read_on_the_host_is_masked(monkeypatch):
+    """Where the mask's values are not read (a GPU, without LENGTHGEN_CHECK_INPUTS), right padding is not checked, so
+    the padding mask is kept: a left-padded NoPE row (no position signal) gives its tokens' outputs alone."""
+    import lengthgen.modeling.position_transformer.modeling_position_transformer as module
+
+    model = model_for("none")
+    ids, _ = batch((7,))
+    padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], 1)
+    mask = torch.cat([torch.zeros(1, 3, dtype=torch.long), torch.ones_like(ids)], 1)
+    monkeypatch.setattr(module, "_values_are_free", lambda tensor: False)
+    with torch.no_grad():
+        alone = model(ids).last_hidden_state
+        left = model(padded, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(left[:, 3:], alone, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_causal_weights_returned_without_padding_are_lower_triangular(encoding):
     """Asking for the weights (the eager path) of an unpadded causal batch changes no output, and no query weighs a
@@ -279,8 +295,8 @@ def test_causal_weights_returned_without_padding_are_lower_triangular(encoding):
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_relative_encodings_ignore_a_shift_of_every_position(encoding):
-    """p_i - p_j is all that rope, t5_bias and fire (below its threshold L) read: shifting every position id by a
-    constant changes nothing; it changes the absolute model; NoPE and Abacus read no position ids."""
+    """p_i - p_j is all that rope, t5_bias, alibi and fire (below its threshold L) read: shifting every position id by
+    a constant changes nothing; it changes the absolute model; NoPE and Abacus read no position ids."""
     model = model_for(encoding)
     ids, mask = batch((7, 5))
     positions = torch.tensor([[0, 1, 3, 4, 9, 10, 30], [2, 3, 4, 8, 9, 0, 0]])  # sorted draws, as randomized positions

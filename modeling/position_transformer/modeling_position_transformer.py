@@ -418,14 +418,15 @@ class PositionTransformerModel(PositionTransformerPreTrainedModel):
         return None
 
     def attention_mask_with_bias(self, hidden_states, attention_mask, bias, output_attentions=False):
-        """The mask every block adds to its attention logits. Causal: the inputs are right-padded (checked), so under
-        the causal mask alone a real token's query sees real keys only, and the mask is the causal one: `None` for
-        sdpa's causal kernel (boolean `(1, 1, length, length)` on the eager path, which returns the weights), or with a
-        position bias one float tensor `(batch or 1, heads, length, length)` holding the bias on and below the
-        diagonal and the dtype's minimum above it. (Padded positions then attend to the padding before them, not
-        only to real tokens; nothing reads their outputs.) Bidirectional: transformers' mask of the padding, with a
-        position bias one float tensor `(batch or 1, heads, length, length)`."""
-        if self.config.is_causal:
+        """The mask every block adds to its attention logits. Causal, with the padding checked (no attention_mask, or
+        one whose values were read: on a CPU, or with LENGTHGEN_CHECK_INPUTS=1, the inputs are right-padded), the
+        causal mask alone, for under it a real token's query sees only real keys: `None` for sdpa's causal kernel
+        (boolean `(1, 1, length, length)` on the eager path, which returns the weights), or with a position bias one
+        float tensor `(batch or 1, heads, length, length)` holding the bias on and below the diagonal and the dtype's
+        minimum above it. (Padded positions then attend to the padding before them, not only to real tokens; nothing
+        reads their outputs.) Otherwise (bidirectional, or a padding not read on the host): transformers' mask of the
+        padding, with a position bias one float tensor `(batch or 1, heads, length, length)`."""
+        if self.config.is_causal and (attention_mask is None or _values_are_free(attention_mask)):
             if bias is None and not output_attentions and self.config._attn_implementation == "sdpa":
                 return None
             length = hidden_states.shape[1]
@@ -458,9 +459,9 @@ class PositionTransformerModel(PositionTransformerPreTrainedModel):
         input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): token ids, right-padded.
         attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`): 1 for real tokens, 0 for padding.
         position_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)` or `(sequence_length,)`, *optional*):
-            the positions p_i that `"absolute"`, `"rope"`, `"t5_bias"` and `"fire"` read instead of 0 ... n - 1 (for
-            instance sorted positions drawn from a larger range, Ruoss et al.'s randomized positional encodings);
-            the relative encodings take p_i - p_j as the distance of query i and key j.
+            the positions p_i that `"absolute"`, `"rope"`, `"t5_bias"`, `"fire"` and `"alibi"` read instead of
+            0 ... n - 1 (for instance sorted positions drawn from a larger range, Ruoss et al.'s randomized positional
+            encodings); the relative encodings take p_i - p_j as the distance of query i and key j.
         output_attentions, output_hidden_states (`bool`, *optional*): return every block's attention weights
             (computed by the eager path) and the embeddings and every block's output (default: the config's).
         """
