@@ -217,6 +217,22 @@ def machine(cell: dict) -> str:
             + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
 
 
+def board_status(board, ok: list[dict]) -> str:
+    """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds, and the
+    tasks that have every run of every model."""
+    runs = len(board.learning_rates or [None]) * board.seeds
+    done = {(c["model"], c["task"], learning_rate(c), c["seed"]) for c in ok
+            if c["model"] in board.models and c["task"] in board.tasks}
+    per_task = {task: sum(1 for cell in done if cell[1] == task) for task in board.tasks}
+    whole = [task.split("/")[-1].replace("_", " ") for task, count in per_task.items()
+             if count == len(board.models) * runs]
+    started = sum(1 for count in per_task.values() if count)
+    return (f"Board: {len(done)} of the protocol's {len(board.models) * len(board.tasks) * runs} cells "
+            f"({len(board.models)} models x {len(board.tasks)} tasks x {runs} runs) have finished; "
+            f"{len(whole)} task{'s' if len(whole) != 1 else ''} complete ({', '.join(whole) or 'none'}), "
+            f"{started - len(whole)} begun, {len(board.tasks) - started} not begun (not shown below).")
+
+
 def _format(value) -> str:
     return "" if value is None else f"{value:.3f}"
 
@@ -284,6 +300,10 @@ def write_leaderboard(output_dir: str) -> str:
         lines += [f"Protocol: {', '.join(protocols)}" + (
             f"; generalizing: the share of runs whose score reaches {', '.join(f'{t:g}' for t in thresholds)}."
             if thresholds else "."), ""]
+    board = PROTOCOLS.get(protocols[0]) if len(protocols) == 1 else None
+    if board and board.models and all(c["budget"].get(key, value) == value for c in ok
+                                      for key, value in board.training.items()):  # the protocol's own budget
+        lines += [board_status(board, ok), ""]
     if any(r["published"] for r in summary):
         lines += ["Published: the score the source reports for its counterpart of the model (named in the cell) on",
                   "the same task, an aggregate over its runs stated below the tables (a maximum: compare it with the",

@@ -145,6 +145,19 @@ def test_held_out_accuracy_by_hand():
     assert list(leaderboard.tables.held_out(accuracy, "token_accuracy")) == [5, 6, 7]
 
 
+def test_board_status_counts_the_protocols_cells():
+    """A protocol of 2 models x 2 tasks x 2 rates: the four cells of task a (and one of a model off the board) make
+    4 of 8, task a complete, task b not begun."""
+    from lengthgen.leaderboard.protocol import Protocol
+
+    board = Protocol(name="p", description="", tasks=["x/a", "x/b"], models=["m", "n"], learning_rates=[1e-3, 5e-4])
+    cells = [{"model": m, "task": "x/a", "learning_rate": r, "seed": 0} for m in ("m", "n", "other")
+             for r in (1e-3, 5e-4)]
+    assert leaderboard.tables.board_status(board, cells) == (
+        "Board: 4 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 1 task complete (a), "
+        "0 begun, 1 not begun (not shown below).")
+
+
 def test_a_cell_another_process_finished_meanwhile_is_not_run_again(tmp_path, monkeypatch):
     """Processes sharing a folder (shards, a GPU run's cells collected there) list their cells when they start; a cell
     finished by another one since then is taken as it is, not trained and written again."""
