@@ -1,6 +1,7 @@
 """The leaderboard of a `lengthgen leaderboard` output folder, from its cell JSONs alone.
 
-`leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning rate), the
+`leaderboard.md` opens with how much of a protocol's board has finished and a table of the best run of each model on
+each task. `leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning rate), the
 score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best and the
 median run, the share of runs that generalize (score at or above the protocol's threshold), the fit (accuracy on a
 sample of training examples, median run), the expected calibration error of the answer tokens over the same
@@ -217,6 +218,42 @@ def machine(cell: dict) -> str:
             + (f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""))
 
 
+def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
+    """The page's first table: a row per task (its level of the Chomsky hierarchy where it has one), a column per
+    model, the best run's score, in bold where it reaches `threshold`; in the protocol's order of tasks and models."""
+    from lengthgen.data.chomsky_hierarchy import TASKS as CHOMSKY_TASKS
+
+    best = {(r["task"], r["model"]): r["best"] for r in summary}
+    runs = {}
+    for r in summary:
+        runs[r["task"]] = runs.get(r["task"], 0) + r["seeds"]
+    def order(names, given):  # as `given` lists them, then the others by name
+        return sorted(names, key=lambda name: (given.index(name) if name in given else len(given), name))
+
+    tasks = order({r["task"] for r in summary}, board.tasks if board else [])
+    models = order({r["model"] for r in summary}, board.models if board else [])
+
+    def shown(score):
+        if score is None:
+            return "-"
+        return f"**{score:.3f}**" if threshold is not None and score >= threshold else f"{score:.3f}"
+
+    lines = ["## Best run of each model", "",
+             "The score of each model's best run on each task" + (f", in bold from {threshold:g} (generalizing)"
+                                                                 if threshold is not None else "")
+             + "; the runs finished on the task in brackets. Each task's table below has the median, the fit and the "
+             "published scores.", "",
+             "| task | level | " + " | ".join(models) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in models) + " |"]
+    for task in tasks:
+        config = task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
+        level = CHOMSKY_TASKS[config].level if config in CHOMSKY_TASKS else ""
+        label = config.replace("_", " ") if config else task
+        lines.append(f"| {label} ({runs[task]}) | {level} | "
+                     + " | ".join(shown(best.get((task, m))) for m in models) + " |")
+    return lines + [""]
+
+
 def board_status(board, ok: list[dict]) -> str:
     """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds, and the
     tasks that have every run of every model."""
@@ -304,6 +341,7 @@ def write_leaderboard(output_dir: str) -> str:
     if board and board.models and all(c["budget"].get(key, value) == value for c in ok
                                       for key, value in board.training.items()):  # the protocol's own budget
         lines += [board_status(board, ok), ""]
+    lines += overview(summary, board, thresholds[0] if len(thresholds) == 1 else None)
     if any(r["published"] for r in summary):
         lines += ["Published: the score the source reports for its counterpart of the model (named in the cell) on",
                   "the same task, an aggregate over its runs stated below the tables (a maximum: compare it with the",

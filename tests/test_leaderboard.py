@@ -158,6 +158,22 @@ def test_board_status_counts_the_protocols_cells():
         "0 begun, 1 not begun (not shown below).")
 
 
+def test_overview_is_the_best_run_of_each_model_on_each_task():
+    """Rows in the protocol's order of tasks, columns in its order of models, the best score (bold from the
+    threshold), '-' where a model has no run; the runs of each task in brackets; the task's level in the hierarchy."""
+    from lengthgen.leaderboard.protocol import Protocol
+
+    board = Protocol(name="p", description="", models=["m", "n"],
+                     tasks=["chomsky_hierarchy/reverse_string", "chomsky_hierarchy/even_pairs"])
+    summary = [{"task": "chomsky_hierarchy/even_pairs", "model": "n", "best": 0.95, "seeds": 3},
+               {"task": "chomsky_hierarchy/even_pairs", "model": "m", "best": 0.5, "seeds": 2},
+               {"task": "chomsky_hierarchy/reverse_string", "model": "n", "best": 0.8994, "seeds": 1}]
+    lines = leaderboard.tables.overview(summary, board, 0.9)
+    assert lines[4:] == ["| task | level | m | n |", "| --- | --- | --- | --- |",
+                         "| reverse string (1) | deterministic context-free | - | 0.899 |",
+                         "| even pairs (5) | regular | 0.500 | **0.950** |", ""]
+
+
 def test_a_cell_another_process_finished_meanwhile_is_not_run_again(tmp_path, monkeypatch):
     """Processes sharing a folder (shards, a GPU run's cells collected there) list their cells when they start; a cell
     finished by another one since then is taken as it is, not trained and written again."""
