@@ -1,8 +1,8 @@
 """The leaderboard of a `lengthgen leaderboard` output folder, from its cell JSONs alone.
 
 `leaderboard.md` opens with how much of a protocol's board has finished and a table of the best run of each model on
-each task. `leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning rate), the
-score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best and the
+each task. `leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning
+rate), the score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best and the
 median run, the share of runs that generalize (score at or above the protocol's threshold), the fit (accuracy on a
 sample of training examples, median run), the expected calibration error of the answer tokens over the same
 difficulties as the score (median run), the published scores of the same architecture on the same task
