@@ -88,12 +88,17 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     runs = [(model, task.name, seed, budget, path, stamp) for model, task, seed, budget, path in todo]
     lost = []  # (cell, the exception that kept its process from returning it)
     with contextlib.ExitStack() as stack:
-        if workers > 1:
+
+        def new_pool():
             # spawned, not forked: a worker may initialise CUDA, and the cells share nothing but the generated data
             # (memory-mapped Arrow files, passed by path)
             pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=start_worker, initargs=(threads or 1, prepared))
             stack.callback(pool.shutdown, cancel_futures=True)  # stopped midway: the queued cells are dropped
+            return pool
+
+        if workers > 1:
+            pool = new_pool()
             problems = list(pool.map(check_in_worker, *zip(*unchecked))) if unchecked else []
         else:
             problems = [check_pair(model, prepared[task_name]) for model, task_name in unchecked]
@@ -109,26 +114,36 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
             records[path] = record
             progress.update()
 
-        if workers > 1:
-            pending = {pool.submit(run_in_worker, *run): run for run in runs}
+        queue = runs if workers > 1 else []
+        if queue:
             progress.set_postfix_str(f"{workers} cells at a time")
+        while queue:
+            # a worker that dies (killed, out of memory) breaks the pool: every cell in flight or queued comes back
+            # as an exception; they go to a fresh pool as long as the broken one finished a cell
+            pending, lost, came_back = {pool.submit(run_in_worker, *run): run for run in queue}, [], 0
             for future in as_completed(pending):
-                model, task_name, seed, budget, path, _ = pending[future]
                 try:
-                    finish(future.result(), path)
+                    finish(future.result(), pending[future][4])
+                    came_back += 1
                 except UsageError:
                     raise
-                except Exception as error:  # a worker died (killed, out of memory): the pool ends every cell in
-                    # flight and every queued one; the finished ones are written
-                    lost.append((describe({"model": model, "task": task_name, "seed": seed, **budget}), error))
-        else:
+                except Exception as error:
+                    lost.append((pending[future], error))
+            queue = [run for run, _ in lost] if lost and came_back else []
+            if queue:
+                progress.write(f"a worker process died ({type(lost[0][1]).__name__}: {lost[0][1]}): "
+                               f"{len(queue)} cells go to a fresh pool")
+                pool = new_pool()
+        if workers == 1:
             for model, task_name, seed, budget, path, stamp in runs:
                 progress.set_postfix_str(describe({"model": model, "task": task_name, "seed": seed, **budget}))
                 finish(run_unless_finished(model, prepared[task_name], seed, budget, path, stamp), path)
     if glob.glob(os.path.join(cells_dir, "*.json")):  # a shard may have no cell, and the folder none yet
         write_leaderboard(output_dir)
-    if lost:
-        names, error = ", ".join(name for name, _ in lost[:3]) + (" ..." if len(lost) > 3 else ""), lost[0][1]
+    if lost:  # a pool broke without finishing any cell
+        names = ", ".join(describe({"model": model, "task": task_name, "seed": seed, **budget})
+                          for (model, task_name, seed, budget, *_), _ in lost[:3]) + (" ..." if len(lost) > 3 else "")
+        error = lost[0][1]
         raise RuntimeError(
             f"{len(lost)} cell{'s' if len(lost) > 1 else ''} did not come back from "
             f"{'their' if len(lost) > 1 else 'its'} process ({names}): {type(error).__name__}: {error}. Every finished "

@@ -447,39 +447,46 @@ def test_a_failure_never_replaces_a_cell_another_process_finished(tmp_path, monk
     assert json.load(open(path)) == theirs
 
 
-def test_a_worker_that_dies_keeps_the_finished_cells_and_names_the_others(tmp_path, monkeypatch):
+def test_a_worker_that_dies_sends_the_cells_it_took_along_to_a_fresh_pool(tmp_path, monkeypatch):
     """With --workers, each cell is written by its worker as it finishes. A worker process that dies (killed, out of
-    memory) breaks the pool: the cells in flight and queued come back as BrokenProcessPool; the finished ones are
-    kept, the error names the others, and the same command runs them."""
+    memory) breaks the pool: the cells in flight and queued come back as BrokenProcessPool and go to a fresh pool; a
+    cell whose process dies again with nothing else finished stops the run, named, the finished cells written."""
     from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
+
+    pools = []
 
     class Pool(ThreadPoolExecutor):  # the workers as threads of this process, so that one can be made to die
         def __init__(self, workers, mp_context=None, initializer=None, initargs=()):
             super().__init__(workers, initializer=initializer, initargs=initargs)
+            pools.append(self)
 
     real = leaderboard.grid.run_in_worker
+    dies = {1: lambda seed: seed >= 1}  # pool number -> the seeds whose cells it loses (here: the first pool breaks)
 
     def run_in_worker(model, task_name, seed, budget, path, stamp):
-        if seed >= 1:  # seed 1's worker dies; the broken pool fails seed 2 as well
+        if dies.get(len(pools), lambda seed: False)(seed):
             raise BrokenProcessPool("A process in the process pool was terminated abruptly")
         return real(model, task_name, seed, budget, path, stamp)
 
     monkeypatch.setattr(leaderboard.grid, "ProcessPoolExecutor", Pool)
     monkeypatch.setattr(leaderboard.grid, "run_in_worker", run_in_worker)
-    out = str(tmp_path / "board")
-    with pytest.raises(RuntimeError, match=r"2 cells did not come back from their process \(lstm / "
-                                           r"chomsky_hierarchy/parity_check / seed [12], .*seed [12]\): "
-                                           r"BrokenProcessPool"):
-        leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 3, out,
-                             {"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, workers=2,
-                             threads=torch.get_num_threads())  # the thread workers set this process's threads
-    assert os.listdir(os.path.join(out, "cells")) == ["lstm__chomsky_hierarchy-parity_check__seed0.json"]
-    assert "| lstm |" in open(os.path.join(out, "leaderboard.md")).read()
-    monkeypatch.setattr(leaderboard.grid, "run_in_worker", real)  # the same command again runs the two others
-    assert len(leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 3, out,
-                                    {"max_steps": 3, "per_device_train_batch_size": 8}, params=TINY, workers=2,
-                                    threads=torch.get_num_threads())) == 3
+    grid = dict(models=["lstm"], tasks=["chomsky_hierarchy/parity_check"], seeds=3, params=TINY, workers=2,
+                training={"max_steps": 3, "per_device_train_batch_size": 8},
+                threads=torch.get_num_threads())  # the thread workers set this process's threads
+    records = leaderboard.run_grid(output_dir=str(tmp_path / "board"), **grid)
+    assert len(pools) == 2 and sorted(r["seed"] for r in records) == [0, 1, 2]
+    assert len(os.listdir(tmp_path / "board" / "cells")) == 3
+
+    pools.clear()
+    dies.update({1: lambda seed: seed >= 1, 2: lambda seed: seed == 1, 3: lambda seed: seed == 1})  # seed 1's, always
+    with pytest.raises(RuntimeError, match=r"1 cell did not come back from its process \(lstm / "
+                                           r"chomsky_hierarchy/parity_check / seed 1\): BrokenProcessPool"):
+        leaderboard.run_grid(output_dir=str(tmp_path / "again"), **grid)
+    assert len(pools) == 3  # the first broke with seed 0 finished, the second with seed 2, the third with nothing
+    assert sorted(os.listdir(tmp_path / "again" / "cells")) == [
+        "lstm__chomsky_hierarchy-parity_check__seed0.json", "lstm__chomsky_hierarchy-parity_check__seed2.json"]
+    assert "| lstm |" in open(tmp_path / "again" / "leaderboard.md").read()
 
 
 def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
