@@ -123,16 +123,19 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
             pending, lost, came_back = {pool.submit(run_in_worker, *run): run for run in queue}, [], 0
             for future in as_completed(pending):
                 try:
-                    finish(future.result(), pending[future][4])
-                    came_back += 1
+                    outcome = future.result()
                 except UsageError:
                     raise
                 except Exception as error:
                     lost.append((pending[future], error))
+                else:
+                    finish(outcome, pending[future][4])
+                    came_back += 1
             queue = [run for run, _ in lost] if lost and came_back else []
             if queue:
                 progress.write(f"a worker process died ({type(lost[0][1]).__name__}: {lost[0][1]}): "
                                f"{len(queue)} cells go to a fresh pool")
+                pool.shutdown(wait=True)
                 pool = new_pool()
         if workers == 1:
             for model, task_name, seed, budget, path, stamp in runs:
