@@ -2,10 +2,10 @@
 
 `leaderboard.md` opens with how much of a protocol's board has finished and a table of the best run of each model on
 each task. `leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning
-rate), the score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best and the
-median run, the share of runs that generalize (score at or above the protocol's threshold), the fit (accuracy on a
-sample of training examples, median run), the expected calibration error of the answer tokens over the same
-difficulties as the score (median run), the published scores of the same architecture on the same task
+rate), the score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best
+and the median run, the share of runs that generalize (score at or above the protocol's threshold), the fit
+(accuracy on a sample of training examples, median run), the expected calibration error of the answer tokens over the
+same difficulties as the score (median run), the published scores of the same architecture on the same task
 (presets/published.yaml), and the cells that failed with their error; then what one cell cost, per model, from the
 cells' own records. `accuracy_by_length.csv`: every cell's accuracy and ECE at every difficulty.
 `plots/<task>.png`: accuracy against difficulty, a line per model (median over runs, the band from the worst to
@@ -23,8 +23,9 @@ import tempfile
 
 from lengthgen.cli import UsageError
 from lengthgen.plots import Curve, plot_accuracy
-from lengthgen.presets import load_presets, load_table
+from lengthgen.presets import load_table
 
+from .models import PRESETS
 from .protocol import PROTOCOLS
 
 
@@ -32,11 +33,6 @@ from .protocol import PROTOCOLS
 def published_table() -> dict:
     """presets/published.yaml: {source: {short, citation, aggregate, protocol, scores: {task: {their model: %}}}}."""
     return load_table("published")
-
-
-@functools.cache
-def model_presets() -> dict:
-    return load_presets("leaderboard")
 
 
 @contextlib.contextmanager
@@ -75,6 +71,17 @@ def read_cell(path: str) -> dict:
 
 def load_cells(output_dir: str) -> list[dict]:
     return [read_cell(path) for path in sorted(glob.glob(os.path.join(output_dir, "cells", "*.json")))]
+
+
+def chomsky_config(task: str) -> str | None:
+    """`parity_check` of the task `chomsky_hierarchy/parity_check`; None for a task of another builder."""
+    return task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
+
+
+def task_label(task: str) -> str:
+    """A task as the page's tables name it: a Chomsky-hierarchy task by its config in words (`parity check`)."""
+    config = chomsky_config(task)
+    return config.replace("_", " ") if config else task
 
 
 def file_safe(name: str) -> str:
@@ -137,8 +144,8 @@ def published(task: str, model: str, protocol: str | None) -> list[tuple[str, st
     each source (`published: {deletang2023: lstm}`). None without a protocol: a board of its own scale has nothing to
     compare."""
     sources = PROTOCOLS[protocol].published if protocol in PROTOCOLS else []
-    counterparts = model_presets().get(model, {}).get("published", {})
-    config = task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
+    counterparts = PRESETS.get(model, {}).get("published", {})
+    config = chomsky_config(task)
     found = []
     for source, theirs in counterparts.items():
         if source not in sources:
@@ -227,6 +234,7 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
     runs = {}
     for r in summary:
         runs[r["task"]] = runs.get(r["task"], 0) + r["seeds"]
+
     def order(names, given):  # as `given` lists them, then the others by name
         return sorted(names, key=lambda name: (given.index(name) if name in given else len(given), name))
 
@@ -246,10 +254,8 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
              "| task | level | " + " | ".join(models) + " |",
              "| --- | --- | " + " | ".join("---" for _ in models) + " |"]
     for task in tasks:
-        config = task.split("/", 1)[1] if task.startswith("chomsky_hierarchy/") else None
-        level = CHOMSKY_TASKS[config].level if config in CHOMSKY_TASKS else ""
-        label = config.replace("_", " ") if config else task
-        lines.append(f"| {label} ({runs[task]}) | {level} | "
+        level = CHOMSKY_TASKS[config].level if (config := chomsky_config(task)) in CHOMSKY_TASKS else ""
+        lines.append(f"| {task_label(task)} ({runs[task]}) | {level} | "
                      + " | ".join(shown(best.get((task, m))) for m in models) + " |")
     return lines + [""]
 

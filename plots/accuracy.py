@@ -24,8 +24,8 @@ class Curve:
     color: str | None = None
 
 
-def plot_accuracy(curves: list[Curve], path: str | BinaryIO, train_range: tuple[int, int] | None = None, title: str = "",
-                  xlabel: str = "difficulty (length, depth or digits)", ylabel: str = "accuracy",
+def plot_accuracy(curves: list[Curve], path: str | BinaryIO, train_range: tuple[int, int] | None = None,
+                  title: str = "", xlabel: str = "difficulty (length, depth or digits)", ylabel: str = "accuracy",
                   size: tuple[float, float] = (6.4, 4.0)) -> None:
     """Draw `curves` against difficulty into `path` (PNG: a file name, or a binary file open for writing)."""
     figure = Figure(figsize=size)

@@ -18,8 +18,8 @@ class PositionTransformerConfig(PretrainedConfig):
     When the forward call is given `position_ids` (for instance the sorted positions drawn from a larger range of
     Ruoss et al.'s randomized positional encodings), every position-dependent encoding reads them instead of
     0, 1, ..., n - 1: `"absolute"` looks them up, `"rope"` rotates by them, and `"t5_bias"`, `"fire"` and `"alibi"`
-    take the relative distance of query i and key j as position_ids[i] - position_ids[j]. `"none"` and `"abacus"` do not use
-    them.
+    take the relative distance of query i and key j as position_ids[i] - position_ids[j]. `"none"` and `"abacus"` do
+    not use them.
 
     Args:
         vocab_size (`int`, defaults to 32): number of token ids.
