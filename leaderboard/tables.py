@@ -261,14 +261,15 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
 
 
 def board_status(board, ok: list[dict]) -> str:
-    """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds, and the
-    tasks that have every run of every model."""
-    runs = len(board.learning_rates or [None]) * board.seeds
+    """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds (a cell
+    at another rate or seed is not one of them), and the tasks that have every run of every model."""
+    rates = board.learning_rates or [None]
+    runs = len(rates) * board.seeds
     done = {(c["model"], c["task"], learning_rate(c), c["seed"]) for c in ok
-            if c["model"] in board.models and c["task"] in board.tasks}
+            if c["model"] in board.models and c["task"] in board.tasks
+            and (board.learning_rates is None or learning_rate(c) in rates) and c["seed"] < board.seeds}
     per_task = {task: sum(1 for cell in done if cell[1] == task) for task in board.tasks}
-    whole = [task.split("/")[-1].replace("_", " ") for task, count in per_task.items()
-             if count == len(board.models) * runs]
+    whole = [task_label(task) for task, count in per_task.items() if count == len(board.models) * runs]
     started = sum(1 for count in per_task.values() if count)
     return (f"Board: {len(done)} of the protocol's {len(board.models) * len(board.tasks) * runs} cells "
             f"({len(board.models)} models x {len(board.tasks)} tasks x {runs} runs) have finished; "

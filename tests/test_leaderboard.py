@@ -146,16 +146,22 @@ def test_held_out_accuracy_by_hand():
 
 
 def test_board_status_counts_the_protocols_cells():
-    """A protocol of 2 models x 2 tasks x 2 rates: the four cells of task a (and one of a model off the board) make
-    4 of 8, task a complete, task b not begun."""
+    """A protocol of 2 models x 2 tasks x 2 rates: the four cells of task a (and those of a model off the board, at
+    a rate or a seed off it) make 4 of 8, task a complete, task b not begun; tasks named as the tables name them."""
     from lengthgen.leaderboard.protocol import Protocol
 
-    board = Protocol(name="p", description="", tasks=["x/a", "x/b"], models=["m", "n"], learning_rates=[1e-3, 5e-4])
-    cells = [{"model": m, "task": "x/a", "learning_rate": r, "seed": 0} for m in ("m", "n", "other")
-             for r in (1e-3, 5e-4)]
+    board = Protocol(name="p", description="", tasks=["chomsky_hierarchy/even_pairs", "x/b"], models=["m", "n"],
+                     learning_rates=[1e-3, 5e-4])
+    cells = [{"model": m, "task": "chomsky_hierarchy/even_pairs", "learning_rate": r, "seed": s}
+             for m in ("m", "n", "other") for r in (1e-3, 5e-4, 1e-4) for s in (0, 1)]
+    cells += [{"model": "m", "task": "x/b", "learning_rate": 1e-4, "seed": 0}]
     assert leaderboard.tables.board_status(board, cells) == (
-        "Board: 4 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 1 task complete (a), "
-        "0 begun, 1 not begun (not shown below).")
+        "Board: 4 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 1 task complete "
+        "(even pairs), 0 begun, 1 not begun (not shown below).")
+    cells += [{"model": m, "task": "x/b", "learning_rate": r, "seed": 0} for m in ("m", "n") for r in (1e-3, 5e-4)]
+    assert leaderboard.tables.board_status(board, cells) == (
+        "Board: 8 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 2 tasks complete "
+        "(even pairs, x/b), 0 begun, 0 not begun (not shown below).")
 
 
 def test_overview_is_the_best_run_of_each_model_on_each_task():
