@@ -301,7 +301,8 @@ def write_leaderboard(output_dir: str) -> str:
     """Write leaderboard.md, leaderboard.csv, accuracy_by_length.csv and plots/ from the cells; return the .md path."""
     cells = load_cells(output_dir)
     if not cells:
-        raise UsageError(f"No cell results in {os.path.join(output_dir, 'cells')}: run lengthgen leaderboard there first.")
+        raise UsageError(f"No cell results in {os.path.join(output_dir, 'cells')}: "
+                         "run lengthgen leaderboard there first.")
     summary = summarize(cells)
     with written_whole(os.path.join(output_dir, "leaderboard.csv")) as f:
         writer = csv.writer(f)
@@ -376,7 +377,8 @@ def write_leaderboard(output_dir: str) -> str:
             data = ", ".join(f"{k}={v}" for k, v in ok_cells[0]["data_parameters"].items()) or "the builder's defaults"
             lines += [
                 f"Trained on difficulties {low}-{high}; score = mean {ok_cells[0]['metric'].replace('_', ' ')} over "
-                f"{scored[0]}-{scored[-1]} ({len(scored)} difficulties)." if scored else "No difficulty above training.",
+                f"{scored[0]}-{scored[-1]} ({len(scored)} difficulties)." if scored
+                else "No difficulty above training.",
                 f"Data: {data}.",
                 "",
                 f"![{task}](plots/{plot_name})",
@@ -410,9 +412,9 @@ def write_leaderboard(output_dir: str) -> str:
                   "machine |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for r in cost(cells):
+            cpu = "" if r["cpu_seconds"] is None else f"{r['cpu_seconds']:.1f}"
             lines.append(f"| {r['model']} | {r['cells']} | {r['steps']:g} | {r['train_seconds']:.1f} | "
-                         f"{r['eval_seconds']:.1f} | {'' if r['cpu_seconds'] is None else format(r['cpu_seconds'], '.1f')} | "
-                         f"{r['machine']} |")
+                         f"{r['eval_seconds']:.1f} | {cpu} | {r['machine']} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")
     with written_whole(path) as f:

@@ -283,7 +283,8 @@ def test_a_failing_cell_is_recorded_and_the_others_go_on(tmp_path, monkeypatch):
 def test_unknown_model_or_task_lists_the_valid_ones(tmp_path, capsys):
     with pytest.raises(UsageError) as error:
         main(["--models", "transformer-xl-9000", "--tasks", "ctl/backward", "--output_dir", str(tmp_path)])
-    assert "Unknown model 'transformer-xl-9000'" in str(error.value) and all(name in str(error.value) for name in leaderboard.MODELS)
+    assert "Unknown model 'transformer-xl-9000'" in str(error.value)
+    assert all(name in str(error.value) for name in leaderboard.MODELS)
     with pytest.raises(UsageError) as error:
         main(["--models", "lstm", "--tasks", "ctl/sideways", "--output_dir", str(tmp_path)])
     assert "Unknown task 'ctl/sideways'" in str(error.value) and "ctl/backward" in str(error.value)
@@ -302,7 +303,8 @@ def test_a_task_too_long_for_a_model_fails_before_any_training(tmp_path, monkeyp
     monkeypatch.setattr(transformers.Trainer, "train", no_training)
     params = ["--dataset_param", "train_lengths=[1,4]", "train_size=400", "test_lengths=[2100,2101]", "test_size=4"]
     with pytest.raises(UsageError) as raised:
-        main(["--models", "lstm", "bert", "--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path), *params])
+        main(["--models", "lstm", "bert", "--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path),
+              *params])
     error = str(raised.value)
     # 2101 input tokens + separator + one slot + [CLS] and [SEP]
     assert "Model 'bert' cannot take task 'chomsky_hierarchy/parity_check'" in error
@@ -507,7 +509,8 @@ def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
           "--max_steps", "3", "--dataset_param", *(f"{k}={json.dumps(list(v))}" for k, v in TINY.items()
                                                    if isinstance(v, tuple)), "train_size=400", "test_size=64",
           "--output_dir", out])
-    cells = [json.load(open(os.path.join(out, "cells", name))) for name in sorted(os.listdir(os.path.join(out, "cells")))]
+    cells = [json.load(open(os.path.join(out, "cells", name)))
+             for name in sorted(os.listdir(os.path.join(out, "cells")))]
     assert sorted(c["learning_rate"] for c in cells) == sorted(chomsky.learning_rates)
     assert len(cells) == len(chomsky.learning_rates) * chomsky.seeds
     assert all(c["protocol"] == "chomsky" and c["generalizes"] == chomsky.generalizes for c in cells)
