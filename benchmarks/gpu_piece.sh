@@ -29,7 +29,8 @@
 #
 # The name `checks`, alone (its timings need the GPU to themselves), runs the GPU checks one after the other, each in
 # its share of the SECONDS: the Triton kernels of geometric attention compiled (tests/triton_interpreter_checks.py),
-# their time and memory against SDPA at N = 16 to 8,192 in bf16 (benchmarks/ndr_attention.py), fine-tuning under FSDP
+# their time and memory against SDPA at N = 16 to 8,192 in bf16 (benchmarks/ndr_attention.py) and at other launch
+# configurations (rows per program x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP
 # through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent generation against the plain
 # model's (benchmarks/recurrence_generation.py, bf16). A log of each and the two JSONs come back; --collect puts the
 # JSONs in docs/ and prints the logs:  --travel checks, then  bash benchmarks/gpu_piece.sh 540 checks
@@ -153,11 +154,13 @@ run_checks() {  # `checks` into folder $2, one after the other, each in its shar
     local seconds=$1 into=$2 step share name command code failed=0
     mkdir -p "$into"
     local steps=(
-        "20 triton python3 tests/triton_interpreter_checks.py"
-        "35 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
+        "18 triton python3 tests/triton_interpreter_checks.py"
+        "30 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
             4096 8192 --repeats 20 --warmup 3 --json $into/ndr_attention_gpu_bf16_linear.json"
-        "20 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
-        "25 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16
+        "14 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
+            --repeats 10 --warmup 2 --triton_configs 16x4 64x4 64x8 --json $into/ndr_attention_gpu_bf16_launch.json"
+        "18 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
+        "20 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16
             --json $into/recurrence_generation_gpu.json"
     )
     for step in "${steps[@]}"; do

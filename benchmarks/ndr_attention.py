@@ -22,7 +22,11 @@ attention and relative or absolute positions, and evaluation (forward only) at 2
     python benchmarks/ndr_attention.py --end_to_end --device cuda --dtype bfloat16 --train_batch_size 512
 
 On CUDA the fused rows are the Triton kernels (bf16 inputs enter their products as they are; everything else is fp32);
-`--dtype bfloat16` runs end to end under bf16 autocast, as training with `--bf16` does.
+`--dtype bfloat16` runs end to end under bf16 autocast, as training with `--bf16` does. `--triton_configs 16x4 64x8`
+adds a row per Triton launch configuration (rows per program x warps) beside the default's, to tune them:
+
+    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096 \
+        --triton_configs 16x4 32x4 64x4 64x8
 """
 
 import argparse
@@ -43,6 +47,7 @@ from lengthgen.training.hardware import hardware
 
 HUB_CONFIGS = Path(__file__).resolve().parent.parent / "hub_configs"
 GEOMETRIC_MODULE = sys.modules["lengthgen.modeling.ndr.geometric_attention"]
+TRITON_MODULE = sys.modules["lengthgen.modeling.ndr.geometric_attention_triton"]
 
 
 @contextlib.contextmanager
@@ -54,6 +59,28 @@ def pytorch_path():
         yield
     finally:
         GEOMETRIC_MODULE.load_cpu_kernel, GEOMETRIC_MODULE.triton_available = load, triton
+
+
+@contextlib.contextmanager
+def triton_launch(block: int, warps: int):
+    """Run the Triton kernels with `block` rows per program (and distances per step) and `warps` warps, forward and
+    backward, in place of the module's defaults."""
+    saved = TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS
+    TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS = block, warps
+    try:
+        yield
+    finally:
+        TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS = saved
+
+
+def triton_config(text: str) -> tuple[int, int]:
+    """'64x8' -> (64, 8): rows per program (a power of two, at least 16) x warps (a power of two)."""
+    block, _, warps = text.partition("x")
+    if not (block.isdigit() and warps.isdigit()) or int(block) < 16 or int(block) & (int(block) - 1) \
+            or int(warps) < 1 or int(warps) & (int(warps) - 1):
+        raise argparse.ArgumentTypeError(f"expected BLOCKxWARPS with powers of two, BLOCK at least 16 (e.g. 64x8), "
+                                         f"got {text!r}")
+    return int(block), int(warps)
 
 
 def fused(q, k, v):
@@ -129,11 +156,14 @@ def measure(args, counts: list[int]) -> dict:
     results = {count: {} for count in counts}
     for n in args.lengths:
         kinds = {kind: fn for kind, fn in KINDS.items() if not (kind == "geometric (PyTorch)" and n > args.pytorch_max)}
+        launches = {f"geometric (Triton {block}x{warps})": (block, warps) for block, warps in args.triton_configs}
+        kinds.update({kind: fused for kind in launches})
         tensors = {kind: inputs(args, n) for kind in kinds}
 
         def run(kind):
             q, k, v = tensors[kind]
-            step(kinds[kind], q, k, v)
+            with triton_launch(*launches[kind]) if kind in launches else contextlib.nullcontext():
+                step(kinds[kind], q, k, v)
             q.grad = k.grad = v.grad = None
 
         by_count = interleaved_medians({kind: (lambda kind=kind: run(kind)) for kind in kinds}, counts, args.warmup,
@@ -267,8 +297,14 @@ def main(argv=None):
                         help="thread counts to measure at (default: 1 and all cores), each with torch.set_num_threads")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--triton_configs", type=triton_config, nargs="*", default=[], metavar="BLOCKxWARPS",
+                        help="CUDA: also time the Triton kernels at these launch configurations (e.g. 16x4 64x8)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    if args.triton_configs and not (args.device.startswith("cuda") and GEOMETRIC_MODULE.triton_available()):
+        parser.error("--triton_configs times the Triton kernels: it needs --device cuda and Triton installed")
+    if args.triton_configs and args.end_to_end:
+        parser.error("--triton_configs is for the attention rows, not --end_to_end")
     if args.lengths is None:
         args.lengths = [16, 64, 256, 1024] + ([4096, 8192] if args.device.startswith("cuda") else [])
     counts = list(dict.fromkeys(args.threads or [1, torch.get_num_threads()]))

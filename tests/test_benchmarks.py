@@ -1,3 +1,4 @@
+import argparse
 import importlib.util
 import io
 import json
@@ -86,6 +87,27 @@ def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
         assert set(r["time_ratio"]) == kinds - {"softmax (SDPA)"}
         assert all(v > 0 for v in r["seconds"].values()) and r["peak_bytes"]["geometric (PyTorch)"] > 0
         assert r["fp32_score_tensor_bytes"] == 1 * 2 * n * n * 4
+
+
+def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored():
+    """`--triton_configs 64x8`: rows per program x warps, powers of two; the kernels read them from their module
+    while the context holds (forward and backward), the defaults come back after, also after an error; on a CPU the
+    option is refused in one line."""
+    ndr_attention = benchmark("ndr_attention")
+    triton = ndr_attention.TRITON_MODULE
+
+    assert ndr_attention.triton_config("64x8") == (64, 8)
+    for bad in ("48x8", "8x4", "64x3", "64", "x8", "64x0"):
+        with pytest.raises(argparse.ArgumentTypeError, match="BLOCKxWARPS"):
+            ndr_attention.triton_config(bad)
+    defaults = triton.BLOCK, triton.NUM_WARPS
+    with pytest.raises(RuntimeError, match="inside"):
+        with ndr_attention.triton_launch(64, 4):
+            assert (triton._block(1000, None), triton.NUM_WARPS) == (64, 4)
+            raise RuntimeError("inside")
+    assert (triton.BLOCK, triton.NUM_WARPS) == defaults and triton._block(1000, None) == defaults[0]
+    with pytest.raises(SystemExit):
+        ndr_attention.main(["--lengths", "8", "--triton_configs", "16x4"])
 
 
 def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
@@ -583,7 +605,7 @@ echo "checked $1"
 
 
 def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(tmp_path):
-    """`checks` runs the four GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
+    """`checks` runs the five GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
     named and fails the command, the others still run; their logs and JSONs come back and --collect puts the JSONs in
     docs/ and prints the logs."""
     script = _gpu_piece_in(tmp_path / "repo")
@@ -596,12 +618,15 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
     assert result.returncode == 1
     calls = (tmp_path / "calls").read_text().splitlines()
     assert [call.split()[0] for call in calls] == ["tests/triton_interpreter_checks.py", "benchmarks/ndr_attention.py",
-                                                   "-m", "benchmarks/recurrence_generation.py"]
-    assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "-k fsdp_launch_on_gpus" in calls[2]
+                                                   "benchmarks/ndr_attention.py", "-m",
+                                                   "benchmarks/recurrence_generation.py"]
+    assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--triton_configs 16x4 64x4 64x8" in calls[2]
+    assert "-k fsdp_launch_on_gpus" in calls[3]
     assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout
     with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
         names = sorted(tar.getnames())
     assert "checks/ndr_attention_gpu_bf16_linear.json" in names and "checks/recurrence_generation_gpu.json" in names
+    assert "checks/ndr_attention_gpu_bf16_launch.json" in names
     assert "checks/fsdp.log" in names
 
     collected = subprocess.run(["bash", script, "--collect", str(out)], capture_output=True, text=True, check=True)
