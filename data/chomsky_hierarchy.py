@@ -55,8 +55,9 @@ the code's choice:
 * binary_addition, binary_multiplication, compute_sqrt: the paper gives inputs and outputs little-endian (its worked
   examples do not follow this) and the answer as the number, without leading zeros; the answer then has as many
   slots as digits, as the paper gives a model as many empty tokens as the answer has. The code follows the sum with
-  END and zeros up to n + 1 tokens and the product with END and zeros up to n tokens, and writes compute_sqrt's
-  input and root big-endian, the root zero-padded to ceil(n / 2) digits; `binary_code_layout=True`.
+  END and zeros up to n + 1 tokens and the product with END and zeros up to n tokens (and scores an answer up to
+  END: so does the answer-slots head), and writes compute_sqrt's input and root big-endian, the root zero-padded to
+  ceil(n / 2) digits; `binary_code_layout=True`.
 
 The paper trains on lengths 1-40 and tests on 41-500 and scores a model by its accuracy averaged over test lengths;
 here `train_size` and `test_size` rows are spread evenly over the lengths of each split (i.i.d., duplicates allowed,
@@ -72,6 +73,8 @@ from lengthgen.cli import UsageError
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
+
+END = "END"  # the termination token of an answer (stack_manipulation, the binary tasks' code layout)
 
 CHOMSKY_CITATION = "Delétang et al., Neural Networks and the Chomsky Hierarchy, ICLR 2023."
 
@@ -267,7 +270,7 @@ def reverse_string(rng, length, **_):
 def stack_manipulation(rng, length, **_):
     if length == 1:
         string = bits(rng, 1)
-        return string, [*string, "END"]
+        return string, [*string, END]
     stack = bits(rng, rng.randint(1, length - 1))
     actions = [rng.choice(("POP", "PUSH_0", "PUSH_1")) for _ in range(length - len(stack))]
     final = list(stack)
@@ -277,7 +280,7 @@ def stack_manipulation(rng, length, **_):
                 final.pop()
         else:
             final.append(action[-1])
-    return stack + actions, final[::-1] + ["END"]
+    return stack + actions, final[::-1] + [END]
 
 
 def duplicate_string(rng, length, **_):
@@ -297,14 +300,16 @@ def bits_to_number(digits: list[str], little_endian: bool = True) -> int:
 
 def binary_arithmetic(tokens: list[str], binary_code_layout: bool = False) -> list[str]:
     """The answer to `a + b` or `a * b` (a and b little-endian): the sum or product little-endian, without leading
-    zeros; with `binary_code_layout`, then END and zeros up to input length + 1 (a sum) or input length (a product)."""
+    zeros; with `binary_code_layout`, then END and zeros up to input length + 1 (a sum) or input length (a product),
+    which the answer-slots head neither scores nor trains on (the authors' code scores up to END, and trains on the
+    zeros too)."""
     op = "+" if "+" in tokens else "*"
     split = tokens.index(op)
     first, second = bits_to_number(tokens[:split]), bits_to_number(tokens[split + 1 :])
     answer = number_to_bits(first + second if op == "+" else first * second)
     if binary_code_layout:
         width = len(tokens) + (op == "+")
-        answer += ["END"] + ["0"] * (width - len(answer) - 1)
+        answer += [END] + ["0"] * (width - len(answer) - 1)
     return answer
 
 

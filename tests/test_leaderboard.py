@@ -43,6 +43,29 @@ def test_answer_layout_by_hand():
         answer_layout("1 [MASK] 3", "1 2")
 
 
+def test_answer_after_end_is_read_but_not_scored_as_in_the_authors_code():
+    """Binary addition in the authors' layout: 5 + 3 (little-endian 1 0 1 + 1 1) is 8 = 0 0 0 1, then END and zeros
+    up to 7 tokens. Their code scores the answer up to END: a model with every digit wrong and END and the zeros right
+    scores 1/5, not 3/7; the slots after END are still read."""
+    from datasets import Dataset
+
+    from lengthgen.data.chomsky_hierarchy import binary_arithmetic
+    from lengthgen.training.models import encode_answer_slots
+
+    target = binary_arithmetic("1 0 1 + 1 1".split(), binary_code_layout=True)
+    assert target == ["0", "0", "0", "1", "END", "0", "0"]
+    tokens, answers = answer_layout("1 0 1 + 1 1", " ".join(target))
+    assert tokens[-7:] == ["[MASK]"] * 7 and answers[-7:] == ["0", "0", "0", "1", "END", None, None]
+    data = Dataset.from_dict({"input": ["1 0 1 + 1 1"], "target": [" ".join(target)]})
+    tokenizer = answer_slots_tokenizer({"test": data})
+    labels = encode_answer_slots(data, tokenizer)["labels"][0]
+    ids = tokenizer.convert_tokens_to_ids(["0", "1", "END"])
+    one, zero, end = ids[1], ids[0], ids[2]
+    predicted = [-1] * 8 + [one, one, one, zero, end, zero, zero] + [-1]  # [CLS], 6 inputs, [SEP]; 7 slots; [SEP]
+    assert len(predicted) == len(labels)
+    assert scores_by_difficulty([predicted], [labels], [6])[6]["token_accuracy"] == pytest.approx(1 / 5)
+
+
 def test_scores_by_difficulty_by_hand():
     labels = [[-100, 5, 6, -100], [-100, 5, 6, -100], [-100, 7, -100, -100]]
     predicted = [[9, 5, 6, 9], [9, 5, 0, 9], [9, 1, 9, 9]]

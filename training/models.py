@@ -28,6 +28,7 @@ from transformers.modeling_outputs import MaskedLMOutput
 
 import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the Auto classes)
 from lengthgen.cli import UsageError
+from lengthgen.data.chomsky_hierarchy import END
 from lengthgen.data.export import BUILDERS
 from lengthgen.data.nsp import MASK
 from lengthgen.data.tokenization import DIGITS, tokenizer_for_task, word_tokenizer
@@ -195,7 +196,9 @@ def encode_masked(dataset, tokenizer, keep_columns=()):
 
 
 def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[str | None]]:
-    """The tokens a model reads and, per token, the answer token expected there (None: not an answer slot)."""
+    """The tokens a model reads and, per token, the answer token expected there (None: not an answer slot, or a slot
+    after the answer's END, which is read but neither scored nor trained on, as Delétang et al.'s code scores an answer
+    up to its termination token)."""
     tokens, target = input_text.split(), target_text.split()
     if MASK in tokens:  # the input marks its own answer slots; the target restores the whole sequence
         if len(target) != len(tokens):
@@ -203,7 +206,11 @@ def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[st
         return tokens, [t if i == MASK else None for i, t in zip(tokens, target)]
     if not target:
         raise UsageError(f"Empty target for input {input_text!r}")
-    return tokens + ["[SEP]"] + [MASK] * len(target), [None] * (len(tokens) + 1) + target
+    answers = list(target)
+    if END in answers:
+        scored = answers.index(END) + 1
+        answers[scored:] = [None] * (len(answers) - scored)
+    return tokens + ["[SEP]"] + [MASK] * len(target), [None] * (len(tokens) + 1) + answers
 
 
 def answer_slots_tokenizer(splits):
