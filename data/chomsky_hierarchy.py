@@ -58,6 +58,9 @@ the code's choice:
   END and zeros up to n + 1 tokens and the product with END and zeros up to n tokens (and scores an answer up to
   END: so does the answer-slots head), and writes compute_sqrt's input and root big-endian, the root zero-padded to
   ceil(n / 2) digits; `binary_code_layout=True`.
+* stack_manipulation: the paper gives as many empty tokens as the answer has, the final stack and END; the code
+  pads the answer with zeros after END up to n + 1 tokens, so that the number of slots does not tell the stack's
+  height, and scores it up to END (as the answer-slots head does); `stack_code_layout=True`.
 
 The paper trains on lengths 1-40 and tests on 41-500 and scores a model by its accuracy averaged over test lengths;
 here `train_size` and `test_size` rows are spread evenly over the lengths of each split (i.i.d., duplicates allowed,
@@ -267,7 +270,7 @@ def reverse_string(rng, length, **_):
     return string, string[::-1]
 
 
-def stack_manipulation(rng, length, **_):
+def stack_manipulation(rng, length, stack_code_layout=False, **_):
     if length == 1:
         string = bits(rng, 1)
         return string, [*string, END]
@@ -280,7 +283,10 @@ def stack_manipulation(rng, length, **_):
                 final.pop()
         else:
             final.append(action[-1])
-    return stack + actions, final[::-1] + [END]
+    answer = final[::-1] + [END]
+    if stack_code_layout:  # the code's: zeros after END up to length + 1 tokens
+        answer += ["0"] * (length + 1 - len(answer))
+    return stack + actions, answer
 
 
 def duplicate_string(rng, length, **_):
@@ -440,6 +446,7 @@ class ChomskyConfig(LengthSplitConfig):
     cycle_navigation_code_actions: bool = False  # cycle_navigation: the code's actions (0 down, 1 stay, 2 up)
     brackets_code_grammar: bool = False  # modular_arithmetic_brackets, solve_equation: the code's expressions
     binary_code_layout: bool = False  # binary_addition, binary_multiplication, compute_sqrt: the code's answers
+    stack_code_layout: bool = False  # stack_manipulation: the code's answer, zeros after END up to length + 1 tokens
 
 
 class ChomskyHierarchy(LengthSplitBuilder):

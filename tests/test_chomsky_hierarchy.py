@@ -247,6 +247,14 @@ def test_the_authors_code_choices():
                 assert len(target) == len(tokens) + (task == "binary_addition")
                 end = target.index("END")
                 assert target[:end] == ANSWERS[task](tokens) and set(target[end + 1 :]) <= {"0"}
+    # stack manipulation in the code's layout: the final stack top to bottom, END, then zeros up to n + 1 tokens
+    rows = generate_chomsky_splits("stack_manipulation", stack_code_layout=True, **SMALL)["test"]
+    for row in rows:
+        tokens, target = row["input"].split(), row["target"].split()
+        end = target.index("END") + 1
+        assert len(target) == len(tokens) + 1 and target[:end] == ANSWERS["stack_manipulation"](tokens), row
+        assert set(target[end:]) <= {"0"}
+    assert any(row["target"].split()[-1] == "0" for row in rows)
 
 
 def test_long_inputs():
