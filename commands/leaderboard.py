@@ -102,13 +102,17 @@ def main(argv=None):
     training = {**(chosen.training if chosen else {}),
                 **{key: getattr(args, key) for key in ("max_steps", "per_device_train_batch_size", "learning_rate")
                    if getattr(args, key) is not None}}
-    params = {**(chosen.dataset_param if chosen else {}), **parse_params(args.dataset_param)}
+    given = parse_params(args.dataset_param)
+    params = {**(chosen.dataset_param if chosen else {}), **given}
+    task_params = {task: {key: value for key, value in own.items() if key not in given}  # a flag wins over them too
+                   for task, own in (chosen.task_params if chosen else {}).items()}
     learning_rates = args.learning_rates or (chosen.learning_rates if chosen and args.learning_rate is None else None)
     seeds = args.seeds or (chosen.seeds if chosen else 3)
     data_scale = args.data_scale or (chosen.data_scale if chosen else "small")
     records = run_grid(models, tasks, seeds, args.output_dir, training, data_scale, params, args.threads,
                        learning_rates=learning_rates, shard=shard, protocol=chosen.name if chosen else None,
-                       generalizes=chosen.generalizes if chosen else None, workers=args.workers)
+                       generalizes=chosen.generalizes if chosen else None, workers=args.workers,
+                       task_params=task_params)
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; "
           f"{os.path.join(args.output_dir, 'leaderboard.md')}")

@@ -30,12 +30,14 @@ def in_shard(name: str, shard: tuple[int, int] | None) -> bool:
 def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None = None, data_scale: str = "small",
              params: dict | None = None, threads: int | None = None, learning_rates: list[float] | None = None,
              shard: tuple[int, int] | None = None, protocol: str | None = None,
-             generalizes: float | None = None, workers: int = 1) -> list[dict]:
+             generalizes: float | None = None, workers: int = 1, task_params: dict | None = None) -> list[dict]:
     """Every cell not already finished in `output_dir/cells`, then the leaderboard from all the cells there. A cell is
     (model, task, learning rate, seed): every seed at every rate of `learning_rates` (None: the budget's one rate).
     `training` changes the budget of presets/leaderboard.yaml (`{"max_steps": 600}`); `params` sets generating
-    parameters of every task whose builder has them (`{"train_size": 1000}`). `shard` (I, N) runs only the cells of
-    shard I of N (`in_shard`): N processes or machines with the same arguments and folder run the whole grid once.
+    parameters of every task whose builder has them (`{"train_size": 1000}`), and `task_params` those of one task
+    over them (`{"chomsky_hierarchy/stack_manipulation": {"stack_code_layout": True}}`). `shard` (I, N) runs only the
+    cells of shard I of N (`in_shard`): N processes or machines with the same arguments and folder run the whole grid
+    once.
     `protocol` and `generalizes` (the score at which a run counts as generalizing) are recorded in each cell.
     `workers` > 1 runs that many cells at a time, each in its own process with `threads` threads (default 1): the
     cores of a machine, or one GPU shared by several small models. Each cell is written as it finishes, so a run
@@ -47,6 +49,8 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     for model in models:
         model_section(model)
     resolved = with_params([resolve_task(t, data_scale) for t in tasks], params or {})
+    for task in resolved:
+        with_params([task], (task_params or {}).get(task.name, {}))
     if threads:
         torch.set_num_threads(threads)
     cells_dir = os.path.join(output_dir, "cells")

@@ -19,11 +19,16 @@ class Protocol:
     models: list[str] = field(default_factory=list)  # the protocol's board: the models run when --models is not given
     data_scale: str = "small"
     dataset_param: dict = field(default_factory=dict)  # generating parameters over the data scale's
+    task_params: dict = field(default_factory=dict)  # {task: generating parameters of that task alone}
     training: dict = field(default_factory=dict)  # over the budget of every cell (`_training`)
     learning_rates: list[float] | None = None  # None: the budget's one rate
     seeds: int = 1
     generalizes: float | None = None  # a run whose score reaches this generalizes
     published: list[str] = field(default_factory=list)  # sources of presets/published.yaml measured the same way
+
+    def __post_init__(self):
+        if other := [task for task in self.task_params if task not in self.tasks]:
+            raise ValueError(f"Protocol {self.name!r}: task_params names {other[0]!r}, not one of its tasks.")
 
 
 PROTOCOLS = {name: Protocol(name=name, **fields) for name, fields in load_table("leaderboard").get("_protocols", {}).items()}

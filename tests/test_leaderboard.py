@@ -566,6 +566,43 @@ def test_a_protocol_without_models_runs_its_board(tmp_path, monkeypatch):
         main(["--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path)])
 
 
+def test_a_protocols_task_params_reach_only_their_task_and_a_flag_wins(tmp_path, monkeypatch):
+    """The chomsky protocol gives stack manipulation and the binary tasks their code's answers: the command passes
+    its task_params on (less a key --dataset_param sets), and the grid gives each task its own parameters over those
+    of every task; a protocol naming a task it does not have is refused."""
+    import lengthgen.commands.leaderboard as command
+    import lengthgen.leaderboard.grid as grid
+    from lengthgen.leaderboard.protocol import Protocol, protocol
+
+    chomsky = protocol("chomsky")
+    assert chomsky.task_params["chomsky_hierarchy/stack_manipulation"] == {"stack_code_layout": True}
+    assert chomsky.task_params["chomsky_hierarchy/binary_addition"] == {"binary_code_layout": True}
+    assert "chomsky_hierarchy/compute_sqrt" not in chomsky.task_params  # its code layout changes the endianness
+    calls = []
+    monkeypatch.setattr(command, "run_grid", lambda *args, **kwargs: calls.append(kwargs["task_params"]) or [])
+    main(["--protocol", "chomsky", "--output_dir", str(tmp_path)])
+    main(["--protocol", "chomsky", "--dataset_param", "stack_code_layout=false", "--output_dir", str(tmp_path)])
+    assert calls[0] == chomsky.task_params
+    assert calls[1]["chomsky_hierarchy/stack_manipulation"] == {}
+    assert calls[1]["chomsky_hierarchy/binary_multiplication"] == {"binary_code_layout": True}
+
+    prepared = {}
+
+    def stop(task):
+        prepared[task.name] = dict(task.params)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grid.cell, "prepare_task", stop)
+    for task in ("chomsky_hierarchy/stack_manipulation", "chomsky_hierarchy/parity_check"):
+        with pytest.raises(KeyboardInterrupt):
+            grid.run_grid(["lstm"], [task], 1, str(tmp_path / task.split("/")[1]), data_scale="paper",
+                          params={"train_size": 64}, task_params=chomsky.task_params)
+    assert prepared["chomsky_hierarchy/stack_manipulation"] == {"train_size": 64, "stack_code_layout": True}
+    assert prepared["chomsky_hierarchy/parity_check"] == {"train_size": 64}
+    with pytest.raises(ValueError, match="task_params names 'x/b', not one of its tasks"):
+        Protocol(name="p", description="", tasks=["x/a"], task_params={"x/b": {}})
+
+
 @pytest.mark.parametrize("at_evaluation", [True, False])
 def test_randomized_positions_are_sorted_draws(tmp_path, at_evaluation):
     """Ruoss et al.'s randomized positions: a training batch's position ids are, per row, distinct positions below
