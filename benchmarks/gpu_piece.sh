@@ -156,9 +156,10 @@ run_checks() {  # `checks` into folder $2, one after the other, each in its shar
     local steps=(
         "18 triton python3 tests/triton_interpreter_checks.py"
         "30 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
-            4096 8192 --repeats 20 --warmup 3 --json $into/ndr_attention_gpu_bf16_linear.json"
+            4096 8192 --repeats 20 --warmup 3 --threads 1 --json $into/ndr_attention_gpu_bf16_linear.json"
         "14 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
-            --repeats 10 --warmup 2 --triton_configs 16x4 64x4 64x8 --json $into/ndr_attention_gpu_bf16_launch.json"
+            --repeats 10 --warmup 2 --threads 1 --triton_configs 16x4 64x4 64x8
+            --json $into/ndr_attention_gpu_bf16_launch.json"
         "18 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
         "20 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16
             --json $into/recurrence_generation_gpu.json"

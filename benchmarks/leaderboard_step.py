@@ -35,7 +35,7 @@ from lengthgen.leaderboard.protocol import protocol
 from lengthgen.leaderboard.tasks import resolve_task, with_params
 from lengthgen.training.arguments import ModelArguments
 from lengthgen.training.hardware import hardware
-from lengthgen.training.models import answer_slots_tokenizer, encode_answer_slots, load_answer_reader
+from lengthgen.training.models import answer_end_token, answer_slots_tokenizer, encode_answer_slots, load_answer_reader
 
 
 def parse_args(argv=None):
@@ -62,7 +62,7 @@ def batches(prepared, tokenizer, batch_size: int, count: int, seed: int = 0) -> 
     from transformers import DataCollatorForTokenClassification
 
     rows = prepared.splits["train"].shuffle(seed=seed).select(range(batch_size * count))
-    encoded = encode_answer_slots(rows, tokenizer)
+    encoded = encode_answer_slots(rows, tokenizer, end_token=answer_end_token(prepared.task.dataset))
     collate = DataCollatorForTokenClassification(tokenizer)
     return [collate([encoded[i] for i in range(start, start + batch_size)])
             for start in range(0, batch_size * count, batch_size)]
@@ -82,7 +82,8 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     chosen = protocol(args.protocol)
     task = with_params([resolve_task(args.task, chosen.data_scale)],
-                       {**chosen.dataset_param, "train_size": args.train_size, "test_size": 8})[0]
+                       {**chosen.dataset_param, **chosen.task_params.get(args.task, {}), "train_size": args.train_size,
+                        "test_size": 8})[0]
     prepared = cell.prepare_task(task)
     tokenizer = answer_slots_tokenizer(prepared.splits)
     batch_size = chosen.training.get("per_device_train_batch_size", 32)

@@ -50,7 +50,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
         model_section(model)
     resolved = with_params([resolve_task(t, data_scale) for t in tasks], params or {})
     for task in resolved:
-        with_params([task], (task_params or {}).get(task.name, {}))
+        with_params([task], (task_params or {}).get(task.name, {}), f"task_params of {task.name}:")
     if threads:
         torch.set_num_threads(threads)
     cells_dir = os.path.join(output_dir, "cells")

@@ -263,11 +263,12 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
 def board_status(board, ok: list[dict]) -> str:
     """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds (a cell
     at another rate or seed is not one of them), and the tasks that have every run of every model."""
-    rates = board.learning_rates or [None]
+    rates = board.learning_rates or [board.training.get("learning_rate",
+                                                        load_table("leaderboard")["_training"]["learning_rate"])]
     runs = len(rates) * board.seeds
     done = {(c["model"], c["task"], learning_rate(c), c["seed"]) for c in ok
-            if c["model"] in board.models and c["task"] in board.tasks
-            and (board.learning_rates is None or learning_rate(c) in rates) and c["seed"] < board.seeds}
+            if c["model"] in board.models and c["task"] in board.tasks and learning_rate(c) in rates
+            and c["seed"] < board.seeds}
     per_task = {task: sum(1 for cell in done if cell[1] == task) for task in board.tasks}
     whole = [task_label(task) for task, count in per_task.items() if count == len(board.models) * runs]
     started = sum(1 for count in per_task.values() if count)

@@ -52,9 +52,9 @@ def resolve_task(name: str, data_scale: str = "small") -> Task:
     raise UsageError(f"Unknown task {name!r}; expected one of: {', '.join(task_names())}, or hf:PATH_OR_HUB_ID[:CONFIG].")
 
 
-def with_params(tasks: list[Task], params: dict) -> list[Task]:
+def with_params(tasks: list[Task], params: dict, source: str = "--dataset_param") -> list[Task]:
     """Each task with the generating parameters of `params` that its builder has; a UsageError naming a parameter that
-    none of the tasks' builders has."""
+    none of the tasks' builders has, and where it was given (`source`)."""
     used = set()
     for task in tasks:
         if task.dataset in BUILDERS:
@@ -64,5 +64,5 @@ def with_params(tasks: list[Task], params: dict) -> list[Task]:
             used.update(mine)
     unused = [key for key in params if key not in used]
     if unused:
-        raise UsageError(f"--dataset_param {unused[0]}: none of the tasks' builders has this generating parameter.")
+        raise UsageError(f"{source} {unused[0]}: none of the tasks' builders has this generating parameter.")
     return tasks

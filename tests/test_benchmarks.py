@@ -97,7 +97,7 @@ def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored(
     triton = ndr_attention.TRITON_MODULE
 
     assert ndr_attention.triton_config("64x8") == (64, 8)
-    for bad in ("48x8", "8x4", "64x3", "64", "x8", "64x0"):
+    for bad in ("48x8", "8x4", "64x3", "64", "x8", "64x0", "16x8"):
         with pytest.raises(argparse.ArgumentTypeError, match="BLOCKxWARPS"):
             ndr_attention.triton_config(bad)
     defaults = triton.BLOCK, triton.NUM_WARPS

@@ -49,16 +49,18 @@ def test_answer_after_end_is_read_but_not_scored_as_in_the_authors_code():
     scores 1/5, not 3/7; the slots after END are still read."""
     from datasets import Dataset
 
-    from lengthgen.data.chomsky_hierarchy import binary_arithmetic
-    from lengthgen.training.models import encode_answer_slots
+    from lengthgen.data.chomsky_hierarchy import END, binary_arithmetic
+    from lengthgen.training.models import answer_end_token, encode_answer_slots
 
+    assert answer_end_token("chomsky_hierarchy") == END and answer_end_token("ctl") is None  # other data: every slot
     target = binary_arithmetic("1 0 1 + 1 1".split(), binary_code_layout=True)
     assert target == ["0", "0", "0", "1", "END", "0", "0"]
-    tokens, answers = answer_layout("1 0 1 + 1 1", " ".join(target))
+    tokens, answers = answer_layout("1 0 1 + 1 1", " ".join(target), END)
     assert tokens[-7:] == ["[MASK]"] * 7 and answers[-7:] == ["0", "0", "0", "1", "END", None, None]
+    assert answer_layout("1 0 1 + 1 1", " ".join(target))[1][-7:] == target
     data = Dataset.from_dict({"input": ["1 0 1 + 1 1"], "target": [" ".join(target)]})
     tokenizer = answer_slots_tokenizer({"test": data})
-    labels = encode_answer_slots(data, tokenizer)["labels"][0]
+    labels = encode_answer_slots(data, tokenizer, end_token=END)["labels"][0]
     ids = tokenizer.convert_tokens_to_ids(["0", "1", "END"])
     one, zero, end = ids[1], ids[0], ids[2]
     predicted = [-1] * 8 + [one, one, one, zero, end, zero, zero] + [-1]  # [CLS], 6 inputs, [SEP]; 7 slots; [SEP]
@@ -185,6 +187,8 @@ def test_board_status_counts_the_protocols_cells():
     assert leaderboard.tables.board_status(board, cells) == (
         "Board: 8 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 2 tasks complete "
         "(even pairs, x/b), 0 begun, 0 not begun (not shown below).")
+    one_rate = Protocol(name="p", description="", tasks=["x/b"], models=["m"], training={"learning_rate": 1e-4})
+    assert leaderboard.tables.board_status(one_rate, cells).startswith("Board: 1 of the protocol's 1 cells")
 
 
 def test_overview_is_the_best_run_of_each_model_on_each_task():
@@ -599,6 +603,13 @@ def test_a_protocols_task_params_reach_only_their_task_and_a_flag_wins(tmp_path,
                           params={"train_size": 64}, task_params=chomsky.task_params)
     assert prepared["chomsky_hierarchy/stack_manipulation"] == {"train_size": 64, "stack_code_layout": True}
     assert prepared["chomsky_hierarchy/parity_check"] == {"train_size": 64}
+    with pytest.raises(KeyboardInterrupt):  # a task's own parameter wins over the same one of every task
+        grid.run_grid(["lstm"], ["chomsky_hierarchy/stack_manipulation"], 1, str(tmp_path / "both"),
+                      data_scale="paper", params={"stack_code_layout": False}, task_params=chomsky.task_params)
+    assert prepared["chomsky_hierarchy/stack_manipulation"] == {"stack_code_layout": True}
+    with pytest.raises(UsageError, match="task_params of chomsky_hierarchy/parity_check: stack_layout"):
+        grid.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, str(tmp_path / "typo"),
+                      task_params={"chomsky_hierarchy/parity_check": {"stack_layout": True}})
     with pytest.raises(ValueError, match="task_params names 'x/b', not one of its tasks"):
         Protocol(name="p", description="", tasks=["x/a"], task_params={"x/b": {}})
 

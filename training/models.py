@@ -195,10 +195,12 @@ def encode_masked(dataset, tokenizer, keep_columns=()):
 # --- answer_slots -------------------------------------------------------------------------------------------------
 
 
-def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[str | None]]:
-    """The tokens a model reads and, per token, the answer token expected there (None: not an answer slot, or a slot
-    after the answer's END, which is read but neither scored nor trained on, as Delétang et al.'s code scores an answer
-    up to its termination token)."""
+def answer_layout(input_text: str, target_text: str,
+                  end_token: str | None = None) -> tuple[list[str], list[str | None]]:
+    """The tokens a model reads and, per token, the answer token expected there (None: not an answer slot, or, with
+    `end_token`, a slot after the answer's first `end_token`: read, neither scored nor trained on, as Delétang et al.'s
+    code scores an answer up to its termination token; their code also trains on what follows it). An input with its
+    own [MASK] slots is read there, the target restoring the whole sequence."""
     tokens, target = input_text.split(), target_text.split()
     if MASK in tokens:  # the input marks its own answer slots; the target restores the whole sequence
         if len(target) != len(tokens):
@@ -207,10 +209,16 @@ def answer_layout(input_text: str, target_text: str) -> tuple[list[str], list[st
     if not target:
         raise UsageError(f"Empty target for input {input_text!r}")
     answers = list(target)
-    if END in answers:
-        scored = answers.index(END) + 1
+    if end_token is not None and end_token in answers:
+        scored = answers.index(end_token) + 1
         answers[scored:] = [None] * (len(answers) - scored)
     return tokens + ["[SEP]"] + [MASK] * len(target), [None] * (len(tokens) + 1) + answers
+
+
+def answer_end_token(dataset_name: str | None) -> str | None:
+    """The token after which an answer is neither scored nor trained on: END in the Chomsky-hierarchy tasks (their
+    stack manipulation and the binary tasks' code layout pad an answer after it), none elsewhere."""
+    return END if dataset_name == "chomsky_hierarchy" else None
 
 
 def answer_slots_tokenizer(splits):
@@ -218,13 +226,14 @@ def answer_slots_tokenizer(splits):
     return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
 
 
-def encode_answer_slots(dataset, tokenizer, keep_columns=()):
-    """input_ids (framed by [CLS] ... [SEP]) of the answer layout, labels (-100 off the answer slots)."""
+def encode_answer_slots(dataset, tokenizer, keep_columns=(), end_token: str | None = None):
+    """input_ids (framed by [CLS] ... [SEP]) of the answer layout, labels (-100 off the answer slots, and after an
+    answer's `end_token`: `answer_layout`)."""
 
     def encode(batch):
         input_ids, labels = [], []
         for input_text, target_text in zip(batch["input"], batch["target"]):
-            tokens, answers = answer_layout(input_text, target_text)
+            tokens, answers = answer_layout(input_text, target_text, end_token)
             ids = tokenizer.convert_tokens_to_ids([tokenizer.cls_token, *tokens, tokenizer.sep_token])
             input_ids.append(ids)
             labels.append([-100] + [-100 if a is None else tokenizer.convert_tokens_to_ids(a) for a in answers] + [-100])
@@ -328,7 +337,7 @@ def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
     return fields
 
 
-__all__ = ["AnswerReader", "HEADS", "LSTM", "LSTMEncoder", "answer_layout", "answer_predictions", "answer_slots_tokenizer",
-           "answers", "classifier_tokenizer_and_labels", "encode_answer_slots", "encode_classification",
-           "encode_masked", "infer_head", "load_answer_reader", "load_classifier", "load_config", "load_masked_lm",
+__all__ = ["AnswerReader", "HEADS", "LSTM", "LSTMEncoder", "answer_end_token", "answer_layout", "answer_predictions",
+           "answer_slots_tokenizer", "answers", "classifier_tokenizer_and_labels", "encode_answer_slots",
+           "encode_classification", "encode_masked", "infer_head", "load_answer_reader", "load_classifier", "load_config", "load_masked_lm",
            "masked_lm_tokenizer", "model_type_of", "position_limit", "predict_classes", "recurrence_fields"]

@@ -200,7 +200,8 @@ def prepare(head: str, spec: ExperimentSpec, splits):
     tokenizer = models.answer_slots_tokenizer(splits)
     set_seed(spec.training.seed)
     model = models.load_answer_reader(model_args, tokenizer)
-    return tokenizer, model, lambda d: models.encode_answer_slots(d, tokenizer, KEEP), \
+    end_token = models.answer_end_token(data_args.dataset_name)
+    return tokenizer, model, lambda d: models.encode_answer_slots(d, tokenizer, KEEP, end_token), \
         DataCollatorForTokenClassification(tokenizer)
 
 
