@@ -260,6 +260,22 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
     return lines + [""]
 
 
+@functools.cache
+def _builder_defaults(task: str) -> dict:
+    from .tasks import resolve_task
+
+    return resolve_task(task, "paper").defaults() if not task.startswith("hf:") else {}
+
+
+def on_protocol_data(board, cell: dict) -> bool:
+    """Whether `cell` ran on the protocol's data: the generating parameters it sets for every task and for the cell's
+    task, as the cell recorded them (one it did not record at its builder's default)."""
+    wanted = {**board.dataset_param, **board.task_params.get(cell["task"], {})}
+    had = {**_builder_defaults(cell["task"]), **(cell.get("data_parameters") or {})}
+    plain = lambda value: list(value) if isinstance(value, tuple) else value  # noqa: E731  (JSON keeps lists)
+    return all(plain(had.get(key)) == plain(value) for key, value in wanted.items())
+
+
 def board_status(board, ok: list[dict]) -> str:
     """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds (a cell
     at another rate or seed is not one of them), and the tasks that have every run of every model."""
@@ -348,7 +364,8 @@ def write_leaderboard(output_dir: str) -> str:
             if thresholds else "."), ""]
     board = PROTOCOLS.get(protocols[0]) if len(protocols) == 1 else None
     if board and board.models and all(c["budget"].get(key, value) == value for c in ok
-                                      for key, value in board.training.items()):  # the protocol's own budget
+                                      for key, value in board.training.items()) \
+            and all(on_protocol_data(board, c) for c in ok):  # the protocol's own budget and data
         lines += [board_status(board, ok), ""]
     lines += overview(summary, board, thresholds[0] if len(thresholds) == 1 else None)
     if any(r["published"] for r in summary):

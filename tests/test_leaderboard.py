@@ -191,6 +191,24 @@ def test_board_status_counts_the_protocols_cells():
     assert leaderboard.tables.board_status(one_rate, cells).startswith("Board: 1 of the protocol's 1 cells")
 
 
+def test_a_cell_on_other_data_than_its_protocols_is_not_one_of_its_runs():
+    """The chomsky protocol's stack manipulation is in the code's layout: a cell that recorded it is on the protocol's
+    data, one that recorded the paper's layout or left it to the builder's default (False) is not; a task without
+    task_params needs only the protocol's data of every task."""
+    from lengthgen.leaderboard.protocol import protocol
+    from lengthgen.leaderboard.tables import on_protocol_data
+
+    chomsky = protocol("chomsky")
+    sizes = {"train_size": 100000, "test_size": 1840}
+    stack = "chomsky_hierarchy/stack_manipulation"
+    assert on_protocol_data(chomsky, {"task": stack, "data_parameters": {**sizes, "stack_code_layout": True}})
+    assert not on_protocol_data(chomsky, {"task": stack, "data_parameters": {**sizes, "stack_code_layout": False}})
+    assert not on_protocol_data(chomsky, {"task": stack, "data_parameters": sizes})
+    assert on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check", "data_parameters": sizes})
+    assert not on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check",
+                                          "data_parameters": {**sizes, "test_size": 64}})
+
+
 def test_overview_is_the_best_run_of_each_model_on_each_task():
     """Rows in the protocol's order of tasks, columns in its order of models, the best score (bold from the
     threshold), '-' where a model has no run; the runs of each task in brackets; the task's level in the hierarchy."""
