@@ -270,17 +270,19 @@ def _builder_defaults(task: str) -> dict:
 def on_protocol_data(board, cell: dict) -> bool:
     """Whether `cell` ran on the protocol's data: the generating parameters it sets for every task and for the cell's
     task, as the cell recorded them (one it did not record at its builder's default)."""
-    wanted = {**board.dataset_param, **board.task_params.get(cell["task"], {})}
-    had = {**_builder_defaults(cell["task"]), **(cell.get("data_parameters") or {})}
-    plain = lambda value: list(value) if isinstance(value, tuple) else value  # noqa: E731  (JSON keeps lists)
-    return all(plain(had.get(key)) == plain(value) for key, value in wanted.items())
+    from .cell import data_parameters  # (cell imports this module)
+
+    wanted = data_parameters({**board.dataset_param, **board.task_params.get(cell["task"], {})})
+    had = {**data_parameters(_builder_defaults(cell["task"])), **(cell.get("data_parameters") or {})}
+    return all(had.get(key) == value for key, value in wanted.items())
 
 
 def board_status(board, ok: list[dict]) -> str:
     """How much of a protocol's board the finished cells cover: its models x tasks x learning rates x seeds (a cell
     at another rate or seed is not one of them), and the tasks that have every run of every model."""
-    rates = board.learning_rates or [board.training.get("learning_rate",
-                                                        load_table("leaderboard")["_training"]["learning_rate"])]
+    from .cell import TRAINING  # (cell imports this module)
+
+    rates = board.learning_rates or [board.training.get("learning_rate", TRAINING["learning_rate"])]
     runs = len(rates) * board.seeds
     done = {(c["model"], c["task"], learning_rate(c), c["seed"]) for c in ok
             if c["model"] in board.models and c["task"] in board.tasks and learning_rate(c) in rates
