@@ -68,6 +68,29 @@ def test_answer_after_end_is_read_but_not_scored_as_in_the_authors_code():
     assert scores_by_difficulty([predicted], [labels], [6])[6]["token_accuracy"] == pytest.approx(1 / 5)
 
 
+def test_exported_chomsky_folder_is_scored_up_to_end_as_the_builder(tmp_path):
+    """The exported stack-manipulation folder (code layout) encodes to the same labels as the generated task: the
+    slots after END not scored there either; another family's folder keeps every slot."""
+    from lengthgen.data.chomsky_hierarchy import END
+    from lengthgen.data.export import export, load_splits
+    from lengthgen.training.models import answer_end_token, encode_answer_slots
+
+    params = dict(train_size=24, test_size=6, test_lengths=(41, 46), stack_code_layout=True)
+    folder = export("chomsky_hierarchy", str(tmp_path / "out"), ["stack_manipulation"], **params)
+    assert answer_end_token(folder) == answer_end_token(folder + "/") == answer_end_token("me/chomsky_hierarchy") == END
+    assert answer_end_token(str(tmp_path / "out" / "ctl")) is None and answer_end_token(None) is None
+    generated = load_splits("chomsky_hierarchy", "stack_manipulation", params)
+    exported = load_splits(folder, "stack_manipulation")
+    tokenizer = answer_slots_tokenizer(generated)
+    labels = {name: encode_answer_slots(splits["test"], tokenizer, end_token=answer_end_token(name))["labels"]
+              for name, splits in (("chomsky_hierarchy", generated), (folder, exported))}
+    assert labels[folder] == labels["chomsky_hierarchy"]
+    end = tokenizer.convert_tokens_to_ids(END)
+    for row in labels[folder]:  # every answer: scored up to its END, and no further though zeros follow
+        scored = [t for t in row if t != -100]
+        assert scored[-1] == end and len(scored) < len(row) - 43
+
+
 def test_scores_by_difficulty_by_hand():
     labels = [[-100, 5, 6, -100], [-100, 5, 6, -100], [-100, 7, -100, -100]]
     predicted = [[9, 5, 6, 9], [9, 5, 0, 9], [9, 1, 9, 9]]

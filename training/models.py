@@ -13,6 +13,7 @@
 """
 
 import logging
+import os
 
 import numpy as np
 import torch
@@ -217,8 +218,11 @@ def answer_layout(input_text: str, target_text: str,
 
 def answer_end_token(dataset_name: str | None) -> str | None:
     """The token after which an answer is neither scored nor trained on: END in the Chomsky-hierarchy tasks (their
-    stack manipulation and the binary tasks' code layout pad an answer after it), none elsewhere."""
-    return END if dataset_name == "chomsky_hierarchy" else None
+    stack manipulation and the binary tasks' code layout pad an answer after it), generated here or read from the
+    folder or Hub repository `lengthgen data export` writes them to (named `chomsky_hierarchy`); none elsewhere."""
+    if not dataset_name:
+        return None
+    return END if os.path.basename(os.path.normpath(dataset_name)) == "chomsky_hierarchy" else None
 
 
 def answer_slots_tokenizer(splits):
