@@ -35,7 +35,8 @@ from lengthgen.leaderboard.protocol import protocol
 from lengthgen.leaderboard.tasks import resolve_task, with_params
 from lengthgen.training.arguments import ModelArguments
 from lengthgen.training.hardware import hardware
-from lengthgen.training.models import answer_end_token, answer_slots_tokenizer, encode_answer_slots, load_answer_reader
+from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
+from lengthgen.training.models import answer_slots_tokenizer, load_answer_reader
 
 
 def parse_args(argv=None):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from lengthgen.cli import UsageError
+from lengthgen.data.answer_slots import answer_layout
 from lengthgen.presets import load_table
 from lengthgen.training import models
 from lengthgen.training.arguments import ModelArguments
@@ -69,7 +70,7 @@ def prepare_task(task: Task) -> PreparedTask:
     splits = task.load()
     if "train" not in splits or len(splits) < 2:
         raise UsageError(f"Task {task.name!r} needs a 'train' split and another to evaluate; it has {sorted(splits)}.")
-    longest = max(len(models.answer_layout(i, t)[0]) + 2 for dataset in splits.values()
+    longest = max(len(answer_layout(i, t)[0]) + 2 for dataset in splits.values()
                   for i, t in zip(dataset["input"], dataset["target"]))
     return PreparedTask(task, splits, sorted(set(splits["train"]["difficulty"])), longest,
                         models.answer_slots_tokenizer(splits))

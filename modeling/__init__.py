@@ -9,6 +9,7 @@ from transformers import (
     AutoModelForSequenceClassification,
 )
 
+from .answer_slots import AnswerReader, AnswerSlotsConfig, LSTMEncoder
 from .ibert import IBertConfig, IBertForMaskedLM, IBertForSequenceClassification, IBertModel, IBertPreTrainedModel
 from .lstm import LSTMClassifierConfig, LSTMForSequenceClassification, LSTMPreTrainedModel
 from .ndr import (
@@ -46,6 +47,7 @@ from .universal_transformer import (
 )
 
 for config_class, model_classes in (
+    (AnswerSlotsConfig, {AutoModelForMaskedLM: AnswerReader}),
     (IBertConfig, {AutoModel: IBertModel, AutoModelForMaskedLM: IBertForMaskedLM,
                    AutoModelForSequenceClassification: IBertForSequenceClassification}),
     (NDRConfig, {AutoModel: NDRModel, AutoModelForSequenceClassification: NDRForSequenceClassification}),
@@ -65,6 +67,8 @@ for config_class, model_classes in (
         auto_class.register(config_class, model_class, exist_ok=True)
 
 __all__ = [
+    "AnswerReader",
+    "AnswerSlotsConfig",
     "CausalLMWithRecurrence",
     "CausalLMWithRecurrenceConfig",
     "GPT2WithRecurrence",
@@ -74,6 +78,7 @@ __all__ = [
     "IBertForSequenceClassification",
     "IBertModel",
     "IBertPreTrainedModel",
+    "LSTMEncoder",
     "LSTMClassifierConfig",
     "LSTMForSequenceClassification",
     "LSTMPreTrainedModel",

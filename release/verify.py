@@ -5,12 +5,14 @@ Without `rows`, the split is generated again by the lengthgen builder the card n
 config, and its `dataset_params`). The model loads with `AutoModel*.from_pretrained(folder, trust_remote_code=True)`;
 `without_lengthgen` makes `import lengthgen.modeling` (and, once the rows are generated, any new import of
 lengthgen) fail first, so only the code shipped in the folder can run. A sequence classifier is scored on its class, a
-masked LM on the whole masked span, both by `lengthgen.data.scoring`. This module imports no model code of lengthgen.
+masked LM on the whole masked span, an answer-slots reader on its whole answer (`lengthgen.data.answer_slots`' layout),
+all by `lengthgen.data.scoring`. This module imports no model code of lengthgen.
 """
 
 import sys
 
 from lengthgen.cli import UsageError
+from lengthgen.data.answer_slots import answer_end_token, answer_slot_ids
 from lengthgen.data.scoring import scores_by_difficulty
 
 CARD_ROUNDING = 5e-5  # cards state accuracies to 4 decimals
@@ -37,23 +39,44 @@ def generated_rows(card, split: str) -> list[dict]:
     return [{"input": i, "target": t} for i, t in zip(rows["input"], rows["target"])]
 
 
-def score(folder: str, rows: list[dict], batch_size: int = 256) -> float:
-    """Accuracy of the model in `folder` on `rows` ({input, target}), loaded with the code the folder carries."""
+def answer_slot_batch(tokenizer, batch: list[dict], end_token: str | None):
+    """The padded input_ids and attention_mask of `batch`'s answer layouts, and their labels."""
+    import torch
+
+    pairs = [answer_slot_ids(tokenizer, r["input"], r["target"], end_token) for r in batch]
+    width = max(len(ids) for ids, _ in pairs)
+    ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
+    mask = torch.zeros((len(pairs), width), dtype=torch.long)
+    for row, (row_ids, _) in enumerate(pairs):
+        ids[row, : len(row_ids)], mask[row, : len(row_ids)] = torch.tensor(row_ids), 1
+    return {"input_ids": ids, "attention_mask": mask}, [labels + [-100] * (width - len(labels)) for _, labels in pairs]
+
+
+def score(folder: str, rows: list[dict], batch_size: int = 256, end_token: str | None = None) -> float:
+    """Accuracy of the model in `folder` on `rows` ({input, target}), loaded with the code the folder carries; an
+    answer-slots reader's answers scored up to `end_token` (`answer_end_token` of the card's dataset)."""
     import torch
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
     config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
-    masked = any(a.endswith("ForMaskedLM") for a in config.architectures)
+    slots = "AnswerReader" in config.architectures
+    masked = slots or any(a.endswith("ForMaskedLM") for a in config.architectures)
     auto = AutoModelForMaskedLM if masked else AutoModelForSequenceClassification
     model = auto.from_pretrained(folder, trust_remote_code=True).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     predicted, labels = [], []
     for start in range(0, len(rows), batch_size):
         batch = rows[start : start + batch_size]
-        encoded = tokenizer([r["input"] for r in batch], padding=True, return_tensors="pt")
+        if slots:
+            encoded, batch_labels = answer_slot_batch(tokenizer, batch, end_token)
+        else:
+            encoded = tokenizer([r["input"] for r in batch], padding=True, return_tensors="pt")
         with torch.no_grad():
             answers = model(**encoded).logits.argmax(-1)
-        if masked:  # the answer is the tokens at the [MASK] positions
+        if slots:
+            predicted += answers.tolist()
+            labels += batch_labels
+        elif masked:  # the answer is the tokens at the [MASK] positions
             targets = tokenizer([r["target"] for r in batch], padding=True, return_tensors="pt")["input_ids"]
             targets[encoded["input_ids"] != tokenizer.mask_token_id] = -100
             predicted += answers.tolist()
@@ -84,16 +107,18 @@ def verify(folders: list[str], rows: list[dict] | None = None, split: str | None
             splits = {r.dataset_split for r in card.data.eval_results or []}
             folder_split = "test" if "test" in splits else "validation"
         stated = card_accuracy(card, folder, folder_split)
-        plans.append((folder, folder_split, stated, rows if rows is not None else generated_rows(card, folder_split)))
+        end_token = answer_end_token(card.data.eval_results[0].dataset_type)
+        plans.append((folder, folder_split, stated, rows if rows is not None else generated_rows(card, folder_split),
+                      end_token))
     if without_lengthgen:
         assert not any(m.startswith("lengthgen.modeling.") for m in sys.modules), "lengthgen's models were imported"
         sys.modules["lengthgen"] = None  # any further import of lengthgen now raises ImportError
     reports = []
-    for folder, folder_split, stated, folder_rows in plans:
-        measured = score(folder, folder_rows)
+    for folder, folder_split, stated, folder_rows, end_token in plans:
+        measured = score(folder, folder_rows, end_token=end_token)
         reports.append({"folder": folder, "split": folder_split, "rows": len(folder_rows), "measured": measured,
                         "card": stated, "agrees": abs(measured - stated) <= CARD_ROUNDING + 1e-9})
     return reports
 
 
-__all__ = ["card_accuracy", "generated_rows", "score", "verify"]
+__all__ = ["answer_slot_batch", "card_accuracy", "generated_rows", "score", "verify"]

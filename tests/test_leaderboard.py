@@ -12,7 +12,8 @@ from lengthgen.commands.leaderboard import main
 from lengthgen.data.scoring import scores_by_difficulty
 from lengthgen.leaderboard.models import SIZE
 from lengthgen.training.arguments import ModelArguments
-from lengthgen.training.models import answer_layout, answer_slots_tokenizer, load_answer_reader
+from lengthgen.data.answer_slots import answer_layout
+from lengthgen.training.models import answer_slots_tokenizer, load_answer_reader
 
 # Tiny Chomsky-hierarchy data: train lengths 1-4, test 5-8.
 TINY = dict(train_lengths=(1, 4), test_lengths=(5, 8), train_size=400, test_size=64)
@@ -50,7 +51,7 @@ def test_answer_after_end_is_read_but_not_scored_as_in_the_authors_code():
     from datasets import Dataset
 
     from lengthgen.data.chomsky_hierarchy import END, binary_arithmetic
-    from lengthgen.training.models import answer_end_token, encode_answer_slots
+    from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
 
     assert answer_end_token("chomsky_hierarchy") == END and answer_end_token("ctl") is None  # other data: every slot
     target = binary_arithmetic("1 0 1 + 1 1".split(), binary_code_layout=True)
@@ -73,7 +74,7 @@ def test_exported_chomsky_folder_is_scored_up_to_end_as_the_builder(tmp_path):
     slots after END not scored there either; another family's folder keeps every slot."""
     from lengthgen.data.chomsky_hierarchy import END
     from lengthgen.data.export import export, load_splits
-    from lengthgen.training.models import answer_end_token, encode_answer_slots
+    from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
 
     params = dict(train_size=24, test_size=6, test_lengths=(41, 46), stack_code_layout=True)
     folder = export("chomsky_hierarchy", str(tmp_path / "out"), ["stack_manipulation"], **params)

@@ -242,6 +242,50 @@ def test_masked_lm_release_scores_its_card_without_lengthgen(tmp_path):
     assert 0 < metrics["eval_train_accuracy"] < 1
 
 
+def test_answer_slots_release_scores_its_card_without_lengthgen(tmp_path):
+    """A Llama under the answer-slots head (`lengthgen train --head answer_slots`): the released folder carries the
+    reader's code, loads with transformers alone, and `lengthgen verify` scores the generated test split as the run
+    did, answer slot by answer slot."""
+    params = ["train_lengths=[1,10]", "test_lengths=[11,14]", "train_size=400", "test_size=200"]
+    output_dir = tmp_path / "llama-slots"
+    metrics = train(
+        ["--model_type", "llama", "--head", "answer_slots", "--config_overrides",
+         "hidden_size=16,num_attention_heads=2,num_key_value_heads=2,intermediate_size=32,num_hidden_layers=2",
+         "--dataset_name", "chomsky_hierarchy", "--dataset_config_name", "parity_check", "--dataset_param", *params,
+         "--output_dir", str(output_dir), "--max_steps", "30", "--save_strategy", "no", "--use_cpu",
+         "--disable_tqdm", "true", "--report_to", "none"],
+    ).metrics
+    folder = release(str(output_dir), "someone/llama-slots", target=str(tmp_path / "release"))
+    assert {"modeling_answer_slots.py", "configuration_answer_slots.py"} <= set(os.listdir(folder))
+    result = subprocess.run([*VERIFY, folder, "--split", "test", "--without_lengthgen"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["agrees"] and report["rows"] == 200
+    assert report["measured"] == pytest.approx(metrics["eval_test_accuracy"], abs=1e-9)
+    assert 0 < report["measured"] < 1
+
+
+def test_answer_slot_batch_pads_and_scores_up_to_end_by_hand():
+    """Two binary sums in the authors' layout, 1 + 1 = 0 1 END 0 and 1 0 1 + 1 1 = 0 0 0 1 END 0 0: ids framed by
+    [CLS] ... [SEP] and padded, labels at the answer slots up to END."""
+    from datasets import Dataset
+
+    from lengthgen.data.chomsky_hierarchy import END
+    from lengthgen.release.verify import answer_slot_batch
+    from lengthgen.training.models import answer_slots_tokenizer
+
+    rows = [{"input": "1 + 1", "target": "0 1 END 0"}, {"input": "1 0 1 + 1 1", "target": "0 0 0 1 END 0 0"}]
+    tokenizer = answer_slots_tokenizer({"test": Dataset.from_list(rows)})
+    encoded, labels = answer_slot_batch(tokenizer, rows, END)
+    t = tokenizer.convert_tokens_to_ids
+    first = ["[CLS]", "1", "+", "1", "[SEP]"] + ["[MASK]"] * 4 + ["[SEP]"]
+    assert encoded["input_ids"][0].tolist() == t(first) + [tokenizer.pad_token_id] * 6
+    assert encoded["attention_mask"].tolist() == [[1] * 10 + [0] * 6, [1] * 16]
+    assert labels[0] == [-100] * 5 + t(["0", "1", "END"]) + [-100] * 8
+    assert labels[1] == [-100] * 8 + t(["0", "0", "0", "1", "END"]) + [-100] * 3
+
+
 def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(trained, tmp_path):
     """Evaluating a run's `checkpoint-N` folder: the output releases as that run's model (its spec, command and
     training come from the run's results file), with this evaluation's command beside them."""

@@ -6,32 +6,29 @@
   inputs and the classes are the training targets.
 * ``masked_lm``: a masked LM (`AutoModelForMaskedLM`: I-BERT, BERT); the answer is the tokens at the input's `[MASK]`
   positions, the target restoring the whole sequence. From scratch, the task's own tokenizer.
-* ``answer_slots``: any base model (`AutoModel`, or the one-layer `lstm`) under one linear layer; the model reads the
-  input, a separator and one `[MASK]` slot per answer token, and the layer predicts the answer's tokens at the slots
-  (inputs with their own `[MASK]` tokens are read there). No task-specific head: how the leaderboard compares
-  architectures. A causal model sees the whole input before its first slot.
+* ``answer_slots``: `lengthgen.modeling.AnswerReader`, any base model (`AutoModel`, or the one-layer `lstm`) under one
+  linear layer; the model reads the input, a separator and one `[MASK]` slot per answer token
+  (`lengthgen.data.answer_slots`), and the layer predicts the answer's tokens at the slots (inputs with their own
+  `[MASK]` tokens are read there). No task-specific head: how the leaderboard compares architectures. A causal model
+  sees the whole input before its first slot. A trained reader's folder is read back with its own tokenizer.
 """
 
 import logging
-import os
 
 import numpy as np
 import torch
 from torch import nn
 from transformers import (
     AutoConfig,
-    AutoModel,
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
     AutoTokenizer,
 )
-from transformers.modeling_outputs import MaskedLMOutput
 
 import lengthgen.modeling  # noqa: F401  (registers lengthgen's models with the Auto classes)
+from lengthgen.modeling import AnswerReader, AnswerSlotsConfig
 from lengthgen.cli import UsageError
-from lengthgen.data.chomsky_hierarchy import END
 from lengthgen.data.export import BUILDERS
-from lengthgen.data.nsp import MASK
 from lengthgen.data.tokenization import DIGITS, tokenizer_for_task, word_tokenizer
 
 from .arguments import HEADS, ModelArguments
@@ -77,7 +74,8 @@ def load_config(model_args: ModelArguments, tokenizer=None, answer_slots: bool =
 
 
 def infer_head(model_args: ModelArguments) -> str:
-    """`head` as given, else from the config's architecture: a masked LM -> masked_lm, anything else -> classification."""
+    """`head` as given, else from the config's architecture: an `AnswerReader` -> answer_slots, a masked LM ->
+    masked_lm, anything else -> classification."""
     if model_args.head:
         return model_args.head
     if model_args.model_type == LSTM:
@@ -86,6 +84,8 @@ def infer_head(model_args: ModelArguments) -> str:
     architectures = []
     if source:
         architectures = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code).architectures
+    if AnswerReader.__name__ in (architectures or []):
+        return "answer_slots"
     if any(name.endswith("ForMaskedLM") for name in architectures or []):
         return "masked_lm"
     return "classification"
@@ -196,110 +196,41 @@ def encode_masked(dataset, tokenizer, keep_columns=()):
 # --- answer_slots -------------------------------------------------------------------------------------------------
 
 
-def answer_layout(input_text: str, target_text: str,
-                  end_token: str | None = None) -> tuple[list[str], list[str | None]]:
-    """The tokens a model reads and, per token, the answer token expected there (None: not an answer slot, or, with
-    `end_token`, a slot after the answer's first `end_token`: read, neither scored nor trained on, as Delétang et al.'s
-    code scores an answer up to its termination token; their code also trains on what follows it). An input with its
-    own [MASK] slots is read there, the target restoring the whole sequence."""
-    tokens, target = input_text.split(), target_text.split()
-    if MASK in tokens:  # the input marks its own answer slots; the target restores the whole sequence
-        if len(target) != len(tokens):
-            raise UsageError(f"Masked input of {len(tokens)} tokens but target of {len(target)}: {input_text!r}")
-        return tokens, [t if i == MASK else None for i, t in zip(tokens, target)]
-    if not target:
-        raise UsageError(f"Empty target for input {input_text!r}")
-    answers = list(target)
-    if end_token is not None and end_token in answers:
-        scored = answers.index(end_token) + 1
-        answers[scored:] = [None] * (len(answers) - scored)
-    return tokens + ["[SEP]"] + [MASK] * len(target), [None] * (len(tokens) + 1) + answers
-
-
-def answer_end_token(dataset_name: str | None) -> str | None:
-    """The token after which an answer is neither scored nor trained on: END in the Chomsky-hierarchy tasks (their
-    stack manipulation and the binary tasks' code layout pad an answer after it), generated here or read from the
-    folder or Hub repository `lengthgen data export` writes them to (named `chomsky_hierarchy`); none elsewhere."""
-    if not dataset_name:
-        return None
-    return END if os.path.basename(os.path.normpath(dataset_name)) == "chomsky_hierarchy" else None
-
-
-def answer_slots_tokenizer(splits):
-    """A word-level tokenizer over every token of every split's inputs and targets (the task's alphabet)."""
+def answer_slots_tokenizer(splits, model_args: ModelArguments | None = None):
+    """A trained reader's own tokenizer (`model_args.model_name_or_path`), else a word-level tokenizer over every token
+    of every split's inputs and targets (the task's alphabet)."""
+    if model_args is not None and model_args.model_name_or_path:
+        return AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
     return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
 
 
-def encode_answer_slots(dataset, tokenizer, keep_columns=(), end_token: str | None = None):
-    """input_ids (framed by [CLS] ... [SEP]) of the answer layout, labels (-100 off the answer slots, and after an
-    answer's `end_token`: `answer_layout`)."""
-
-    def encode(batch):
-        input_ids, labels = [], []
-        for input_text, target_text in zip(batch["input"], batch["target"]):
-            tokens, answers = answer_layout(input_text, target_text, end_token)
-            ids = tokenizer.convert_tokens_to_ids([tokenizer.cls_token, *tokens, tokenizer.sep_token])
-            input_ids.append(ids)
-            labels.append([-100] + [-100 if a is None else tokenizer.convert_tokens_to_ids(a) for a in answers] + [-100])
-        return {"input_ids": input_ids, "labels": labels}
-
-    return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep_columns])
-
-
-class LSTMEncoder(nn.Module):
-    """The recurrent baseline of the answer-slots head: token embeddings and a one-layer left-to-right LSTM."""
-
-    def __init__(self, vocab_size: int, hidden_size: int):
-        super().__init__()
-        self.hidden_size = hidden_size
-        self.embeddings = nn.Embedding(vocab_size, hidden_size)
-        self.lstm = nn.LSTM(hidden_size, hidden_size, batch_first=True)
-
-    def forward(self, input_ids, attention_mask=None):
-        # right padding: the states of the real positions never see a pad token
-        return (self.lstm(self.embeddings(input_ids))[0],)
-
-
-class AnswerReader(nn.Module):
-    """A base model and a linear layer from its last hidden states to the vocabulary; the loss is taken at the
-    labelled positions (the answer slots) only."""
-
-    def __init__(self, base: nn.Module, hidden_size: int, vocab_size: int):
-        super().__init__()
-        self.base = base
-        self.head = nn.Linear(hidden_size, vocab_size)
-
-    def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None):
-        positions = {} if position_ids is None else {"position_ids": position_ids}
-        hidden = self.base(input_ids=input_ids, attention_mask=attention_mask, **positions)[0]
-        logits = self.head(hidden)
-        loss = None
-        if labels is not None:
-            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
-        return MaskedLMOutput(loss=loss, logits=logits)
-
-
 def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
-    """A base model from scratch for the task's vocabulary (`lstm`: the one-layer LSTM of `config_overrides`'
-    hidden_size, 64 by default) under the answer-slots layer."""
+    """A trained reader (`model_name_or_path`), or a base model from scratch for the task's vocabulary (`lstm`: the
+    one-layer LSTM of `config_overrides`' hidden_size, 64 by default) under the answer-slots layer."""
     if model_args.model_name_or_path:
-        raise UsageError("The answer_slots head trains a model from scratch: give --config_name or --model_type.")
+        source, remote = model_args.model_name_or_path, model_args.trust_remote_code
+        config = AutoConfig.from_pretrained(source, trust_remote_code=remote)
+        if not isinstance(config, AnswerSlotsConfig):
+            raise UsageError(f"{source} holds a {config.model_type} model, not one trained with the answer_slots head; "
+                             "to train one from scratch give --config_name or --model_type.")
+        return AnswerReader.from_pretrained(source)
     vocab_size = len(tokenizer)
     config = load_config(model_args, tokenizer, answer_slots=True)
     if config is None:
         hidden_size = int(model_args.overrides.get("hidden_size", 64))
-        return AnswerReader(LSTMEncoder(vocab_size, hidden_size), hidden_size, vocab_size)
+        return AnswerReader(AnswerSlotsConfig(vocab_size=vocab_size, hidden_size=hidden_size))
     if not hasattr(config, "vocab_size"):
         raise UsageError(f"{config.model_type} has no token vocabulary; it cannot read text tasks.")
     config.vocab_size, config.pad_token_id = vocab_size, tokenizer.pad_token_id
-    return AnswerReader(AutoModel.from_config(config, trust_remote_code=model_args.trust_remote_code),
-                        config.hidden_size, vocab_size)
+    return AnswerReader(AnswerSlotsConfig(base_config=config))
 
 
 def model_type_of(model: nn.Module) -> str:
     """The model type of a model, or of the base an `AnswerReader` reads (`lstm` for its own LSTM)."""
-    config = getattr(model, "config", None) or getattr(getattr(model, "base", None), "config", None)
-    return config.model_type if config is not None else LSTM
+    if isinstance(model, AnswerReader):
+        base = model.config.base_config
+        return base.model_type if base is not None else LSTM
+    return model.config.model_type
 
 
 def position_limit(model: nn.Module) -> int | None:
@@ -341,7 +272,7 @@ def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
     return fields
 
 
-__all__ = ["AnswerReader", "HEADS", "LSTM", "LSTMEncoder", "answer_end_token", "answer_layout", "answer_predictions",
-           "answer_slots_tokenizer", "answers", "classifier_tokenizer_and_labels", "encode_answer_slots",
-           "encode_classification", "encode_masked", "infer_head", "load_answer_reader", "load_classifier", "load_config", "load_masked_lm",
-           "masked_lm_tokenizer", "model_type_of", "position_limit", "predict_classes", "recurrence_fields"]
+__all__ = ["HEADS", "LSTM", "answer_predictions", "answer_slots_tokenizer", "answers", "classifier_tokenizer_and_labels",
+           "encode_classification", "encode_masked", "infer_head", "load_answer_reader", "load_classifier", "load_config",
+           "load_masked_lm", "masked_lm_tokenizer", "model_type_of", "position_limit", "predict_classes",
+           "recurrence_fields"]

@@ -37,6 +37,7 @@ from transformers import (
 )
 
 from lengthgen.cli import UsageError
+from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
 from lengthgen.data.export import load_splits
 from lengthgen.data.scoring import scores_by_difficulty
 
@@ -197,11 +198,11 @@ def prepare(head: str, spec: ExperimentSpec, splits):
         model = models.load_masked_lm(model_args, tokenizer)
         return tokenizer, model, lambda d: models.encode_masked(d, tokenizer, KEEP), \
             DataCollatorForTokenClassification(tokenizer)
-    tokenizer = models.answer_slots_tokenizer(splits)
+    tokenizer = models.answer_slots_tokenizer(splits, model_args)
     set_seed(spec.training.seed)
     model = models.load_answer_reader(model_args, tokenizer)
-    end_token = models.answer_end_token(data_args.dataset_name)
-    return tokenizer, model, lambda d: models.encode_answer_slots(d, tokenizer, KEEP, end_token), \
+    end_token = answer_end_token(data_args.dataset_name)
+    return tokenizer, model, lambda d: encode_answer_slots(d, tokenizer, KEEP, end_token), \
         DataCollatorForTokenClassification(tokenizer)
 
 

@@ -1,0 +1,58 @@
+"""The answer-slots reader: any base model under one linear layer that predicts the answer's tokens at the `[MASK]`
+slots after the input. No task-specific head: how the leaderboard compares architectures."""
+
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers.modeling_outputs import MaskedLMOutput
+
+from .configuration_answer_slots import AnswerSlotsConfig
+
+
+class LSTMEncoder(nn.Module):
+    """The recurrent baseline of the answer-slots reader: token embeddings and a one-layer left-to-right LSTM."""
+
+    def __init__(self, vocab_size: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.embeddings = nn.Embedding(vocab_size, hidden_size)
+        self.lstm = nn.LSTM(hidden_size, hidden_size, batch_first=True)
+
+    def forward(self, input_ids, attention_mask=None):
+        # right padding: the states of the real positions never see a pad token
+        return (self.lstm(self.embeddings(input_ids))[0],)
+
+
+class AnswerReader(PreTrainedModel):
+    """A base model and a linear layer from its last hidden states to the vocabulary; the loss is taken at the
+    labelled positions (the answer slots) only. `save_pretrained` writes the base's config inside this one's, and
+    `AnswerReader.from_pretrained(folder)` (or `AutoModelForMaskedLM`, once lengthgen is imported) reads it back.
+
+    The weights keep their modules' own initialisation: the base model's (its `post_init`), PyTorch's for the LSTM and
+    the linear layer."""
+
+    config_class = AnswerSlotsConfig
+    base_model_prefix = "base"
+
+    def __init__(self, config: AnswerSlotsConfig):
+        super().__init__(config)
+        if config.base_config is None:
+            self.base = LSTMEncoder(config.vocab_size, config.hidden_size)
+        else:
+            self.base = AutoModel.from_config(config.base_config)
+        self.head = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def _init_weights(self, module):
+        """Nothing: the base model initialised its own modules; the LSTM and the head keep PyTorch's initialisation."""
+
+    def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None):
+        positions = {} if position_ids is None else {"position_ids": position_ids}
+        hidden = self.base(input_ids=input_ids, attention_mask=attention_mask, **positions)[0]
+        logits = self.head(hidden)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        return MaskedLMOutput(loss=loss, logits=logits)
+
+
+__all__ = ["AnswerReader", "LSTMEncoder"]

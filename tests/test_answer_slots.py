@@ -1,0 +1,77 @@
+"""The answer-slots reader: built as its modules are on their own, saved and read back as a transformers model, and a
+`lengthgen train --head answer_slots` run evaluated again from its output folder."""
+
+import json
+import os
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+
+from lengthgen.commands import train
+from lengthgen.modeling import AnswerReader, AnswerSlotsConfig, StackRNNConfig
+from lengthgen.training.models import model_type_of
+
+LLAMA = dict(hidden_size=16, intermediate_size=32, num_attention_heads=2, num_key_value_heads=2, num_hidden_layers=2)
+
+
+def test_reader_is_its_base_model_and_a_linear_layer_as_each_is_built_alone():
+    """Same seed: the reader's weights are those of `AutoModel.from_config` followed by an `nn.Linear` built alone (the
+    base's own initialisation, PyTorch's for the layer), and the random stream after it is the same."""
+    base_config = AutoConfig.for_model("llama", vocab_size=11, **LLAMA)
+    torch.manual_seed(3)
+    base, head = AutoModel.from_config(base_config), nn.Linear(16, 11)
+    after_alone = torch.rand(3)
+    torch.manual_seed(3)
+    reader = AnswerReader(AnswerSlotsConfig(base_config=base_config))
+    assert torch.equal(torch.rand(3), after_alone)
+    expected = {**{f"base.{k}": v for k, v in base.state_dict().items()},
+                **{f"head.{k}": v for k, v in head.state_dict().items()}}
+    assert reader.state_dict().keys() == expected.keys()
+    assert all(torch.equal(reader.state_dict()[k], v) for k, v in expected.items())
+    ids = torch.tensor([[1, 5, 7, 2]])
+    assert torch.equal(reader(ids).logits, head(base(input_ids=ids).last_hidden_state))
+
+
+@pytest.mark.parametrize("base_config", [None, AutoConfig.for_model("llama", vocab_size=9, **LLAMA),
+                                         StackRNNConfig(vocab_size=9, hidden_size=16, stack_cell_size=4)],
+                         ids=["lstm", "llama", "stack_rnn"])
+def test_reader_saved_and_read_back_gives_the_same_logits(tmp_path, base_config):
+    torch.manual_seed(0)
+    reader = AnswerReader(AnswerSlotsConfig(base_config=base_config, vocab_size=9, hidden_size=16)).eval()
+    reader.save_pretrained(tmp_path)
+    ids = torch.tensor([[1, 4, 3, 8, 8, 2]])
+    for loaded in (AnswerReader.from_pretrained(tmp_path), AutoModelForMaskedLM.from_pretrained(tmp_path)):
+        assert type(loaded) is AnswerReader
+        # (equal up to float rounding: a read-back Stack-RNN alone differs from itself by 1e-7, as tensors loaded
+        # from safetensors can take other kernels)
+        torch.testing.assert_close(loaded.eval()(ids).logits, reader(ids).logits, rtol=0, atol=1e-6)
+        assert model_type_of(loaded) == (base_config.model_type if base_config is not None else "lstm")
+
+
+def test_answer_slots_run_is_evaluated_again_from_its_output_folder(tmp_path):
+    """A trained answer-slots run writes a loadable model and its card; `--model_name_or_path` on that folder (the head
+    read from its config, its own tokenizer) scores the test split exactly as the run did."""
+    data = ["--dataset_name", "chomsky_hierarchy", "--dataset_config_name", "reverse_string", "--dataset_param",
+            "train_lengths=[1,6]", "test_lengths=[7,9]", "train_size=200", "test_size=30"]
+    run, again = str(tmp_path / "run"), str(tmp_path / "again")
+    train.main(["--model_type", "llama", "--head", "answer_slots", "--config_overrides",
+                ",".join(f"{k}={v}" for k, v in LLAMA.items()), *data, "--output_dir", run, "--max_steps", "30",
+                "--report_to", "none"])
+    assert "## lengthgen" in open(os.path.join(run, "README.md")).read()
+    train.main(["--model_name_or_path", run, *data, "--do_train", "false", "--output_dir", again,
+                "--report_to", "none"])
+    first, second = (json.load(open(os.path.join(folder, "lengthgen_results.json"))) for folder in (run, again))
+    assert second["head"] == "answer_slots" and second["model_type"] == "llama"
+    assert second["scores"]["test"] == first["scores"]["test"] and 0 < first["scores"]["test"]["all"]["token_accuracy"]
+
+
+def test_a_folder_of_another_model_is_refused_by_the_answer_slots_head(tmp_path):
+    from lengthgen.cli import UsageError
+    from lengthgen.training.arguments import ModelArguments
+    from lengthgen.training.models import load_answer_reader
+
+    AutoModel.from_config(AutoConfig.for_model("llama", vocab_size=9, **LLAMA)).save_pretrained(tmp_path / "llama")
+    with pytest.raises(UsageError, match="holds a llama model, not one trained with the answer_slots head"):
+        load_answer_reader(ModelArguments(model_name_or_path=str(tmp_path / "llama"), head="answer_slots"), None)
