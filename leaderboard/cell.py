@@ -136,6 +136,7 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
         "data_parameters": data_parameters(task.params),
         "threads": torch.get_num_threads(),
         "hardware": result.hardware,
+        "evaluation_order": "rows",  # each answer scored at its own string's difficulty (tables.per_length)
     }
 
 

@@ -125,13 +125,25 @@ def held_out(accuracy: dict, metric: str) -> dict[int, float]:
     return {difficulty: total / count for difficulty, (total, count) in sorted(sums.items())}
 
 
+def per_length(cell: dict) -> bool:
+    """Whether the cell's numbers per difficulty are its own strings': evaluated in the rows' order (`evaluation_order`
+    "rows"), or trained without batches grouped by length. Under `group_by_length` transformers' Trainer also
+    shuffles the evaluation batches; a cell recorded before lengthgen kept their order paired its answers with other
+    strings' difficulties. Its score (a mean over difficulties that hold equally many strings) and fit (over all
+    sampled strings) stand; its curve, its numbers per difficulty and its ECE do not."""
+    return cell.get("evaluation_order") == "rows" or cell["budget"].get("train_sampling_strategy") != "group_by_length"
+
+
 def curve(cell: dict) -> dict[int, float]:
     """The cell's accuracy at each difficulty of the held-out splits (its score's metric)."""
     return held_out(cell["accuracy"], cell["metric"])
 
 
 def calibration(cell: dict) -> float | None:
-    """Mean expected calibration error over the scored difficulties (None for cells written before ECE was kept)."""
+    """Mean expected calibration error over the scored difficulties (None for cells written before ECE was kept, or
+    without their own numbers per difficulty: `per_length`)."""
+    if not per_length(cell):
+        return None
     scored = {str(d) for d in cell["score_difficulties"]}
     values = [v["ece"] for split, table in cell["accuracy"].items() if split != "train"
               for d, v in table.items() if d in scored and "ece" in v]
@@ -337,7 +349,7 @@ def write_leaderboard(output_dir: str) -> str:
         writer.writerow(["task", "model", "seed", "learning_rate", "split", "difficulty", "accuracy", "token_accuracy",
                          "ece", "examples"])
         for c in cells:
-            if c["status"] != "ok":
+            if c["status"] != "ok" or not per_length(c):
                 continue
             for split, values in c["accuracy"].items():
                 for d, v in sorted(values.items(), key=lambda item: int(item[0])):
@@ -360,6 +372,12 @@ def write_leaderboard(output_dir: str) -> str:
         "difficulties.",
         "",
     ]
+    shuffled = [c for c in ok if not per_length(c)]
+    if shuffled:
+        lines += [f"{len(shuffled)} of the {len(ok)} runs were evaluated in batches that transformers' group_by_length "
+                  "shuffled, before lengthgen kept the evaluation order: their scores and fit stand (means over "
+                  "difficulties that hold equally many strings, and over all sampled strings); their curves, numbers "
+                  "per difficulty (accuracy_by_length.csv) and ECE are left out.", ""]
     if protocols:
         lines += [f"Protocol: {', '.join(protocols)}" + (
             f"; generalizing: the share of runs whose score reaches {', '.join(f'{t:g}' for t in thresholds)}."
@@ -391,7 +409,11 @@ def write_leaderboard(output_dir: str) -> str:
         lines.append("")
         if ok_cells:
             plot_name = file_safe(task) + ".png"
-            plot_task(task, ok_cells, os.path.join(output_dir, "plots", plot_name))
+            curves = [c for c in ok_cells if per_length(c)]
+            if curves:
+                plot_task(task, curves, os.path.join(output_dir, "plots", plot_name))
+            elif os.path.exists(os.path.join(output_dir, "plots", plot_name)):
+                os.remove(os.path.join(output_dir, "plots", plot_name))
             low, high = ok_cells[0]["train_difficulties"]
             scored = ok_cells[0]["score_difficulties"]
             data = ", ".join(f"{k}={v}" for k, v in ok_cells[0]["data_parameters"].items()) or "the builder's defaults"
@@ -401,8 +423,9 @@ def write_leaderboard(output_dir: str) -> str:
                 else "No difficulty above training.",
                 f"Data: {data}.",
                 "",
-                f"![{task}](plots/{plot_name})",
-                "",
+                *([f"![{task}](plots/{plot_name})", ""] if curves else []),
+                *([f"Curves from {len(curves)} of the task's {len(ok_cells)} runs (the others: scores without numbers "
+                   "per length).", ""] if len(curves) < len(ok_cells) else []),
             ]
         lines += ["| model | score, median run | score, best run | generalizing | fit, median run | ECE, median run "
                   "| runs | published | failed |",

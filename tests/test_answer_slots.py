@@ -67,6 +67,40 @@ def test_answer_slots_run_is_evaluated_again_from_its_output_folder(tmp_path):
     assert second["scores"]["test"] == first["scores"]["test"] and 0 < first["scores"]["test"]["all"]["token_accuracy"]
 
 
+def test_scores_per_length_pair_each_answer_with_its_row_when_batches_are_grouped_by_length(tmp_path):
+    """With `--train_sampling_strategy group_by_length` (the leaderboard's), transformers' Trainer would also shuffle
+    the evaluation batches; the scores per length must still be those of each row's own answer: here computed by
+    the model one row at a time."""
+    from transformers import AutoTokenizer
+
+    from lengthgen.data.answer_slots import answer_slot_ids
+    from lengthgen.data.export import load_splits, parse_params
+    from lengthgen.data.scoring import scores_by_difficulty
+
+    params = ["train_lengths=[1,6]", "test_lengths=[7,14]", "train_size=200", "test_size=96"]
+    data = ["--dataset_name", "chomsky_hierarchy", "--dataset_config_name", "reverse_string",
+            "--dataset_param", *params]
+    run, again = str(tmp_path / "run"), str(tmp_path / "again")
+    train.main(["--model_type", "lstm", "--config_overrides", "hidden_size=16", *data, "--output_dir", run,
+                "--max_steps", "40", "--learning_rate", "1e-2", "--report_to", "none"])
+    train.main(["--model_name_or_path", run, *data, "--do_train", "false", "--output_dir", again,
+                "--train_sampling_strategy", "group_by_length", "--per_device_eval_batch_size", "8",
+                "--report_to", "none"])
+    scores = json.load(open(os.path.join(again, "lengthgen_results.json")))["scores"]["test"]
+    model, tokenizer = AnswerReader.from_pretrained(run).eval(), AutoTokenizer.from_pretrained(run)
+    rows = load_splits("chomsky_hierarchy", "reverse_string", parse_params(params))["test"]
+    predicted, labels = [], []
+    with torch.no_grad():
+        for row in rows:
+            ids, row_labels = answer_slot_ids(tokenizer, row["input"], row["target"])
+            predicted.append(model(torch.tensor([ids])).logits[0].argmax(-1).tolist())
+            labels.append(row_labels)
+    alone = scores_by_difficulty(predicted, labels, rows["difficulty"])
+    per_length = {key: value["token_accuracy"] for key, value in scores.items()}
+    assert per_length == pytest.approx({str(key): value["token_accuracy"] for key, value in alone.items()}, abs=1e-6)
+    assert len(set(round(v, 3) for v in per_length.values())) > 3  # lengths that differ, so a shuffle would show
+
+
 def test_a_folder_of_another_model_is_refused_by_the_answer_slots_head(tmp_path):
     from lengthgen.cli import UsageError
     from lengthgen.training.arguments import ModelArguments

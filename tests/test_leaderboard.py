@@ -756,3 +756,29 @@ def test_abacus_numbers_the_tasks_digits_and_answer_slots():
     letters = answer_slots_tokenizer({"train": Dataset.from_dict({"input": ["a b"], "target": ["c"]})})
     with pytest.raises(UsageError, match="this task's vocabulary has none"):
         load_answer_reader(ModelArguments(**leaderboard.model_section("abacus")), letters)
+
+
+def test_cells_evaluated_in_shuffled_batches_keep_their_scores_but_not_their_curves(tmp_path):
+    """Two runs of the LSTM trained with batches grouped by length: one recorded with the rows' evaluation order, one
+    without it (its numbers per length paired answers with other strings). Both count in the score and fit; only the
+    first gives the curve, the rows of accuracy_by_length.csv and the ECE, and the page says how many were left out."""
+    accuracy = {"test": {"41": {"accuracy": 0.5, "token_accuracy": 0.5, "ece": 0.25, "examples": 4},
+                         "42": {"accuracy": 0.0, "token_accuracy": 0.0, "ece": 0.75, "examples": 4}},
+                "train": {"1": {"accuracy": 1.0, "token_accuracy": 1.0, "ece": 0.0, "examples": 4}}}
+    base = {"model": "lstm", "task": "chomsky_hierarchy/parity_check", "learning_rate": 1e-4, "status": "ok",
+            "metric": "token_accuracy", "score": 0.25, "score_difficulties": [41, 42], "train_difficulties": [1, 40],
+            "accuracy": accuracy, "train_steps": 10, "train_seconds": 1.0, "eval_seconds": 1.0,
+            "budget": {"max_steps": 10, "learning_rate": 1e-4, "train_sampling_strategy": "group_by_length"},
+            "data_parameters": {}, "threads": 1, "hardware": {"cpu": "a CPU", "cpu_capability": "AVX2", "gpu": None}}
+    os.makedirs(tmp_path / "cells")
+    (tmp_path / "cells" / "a.json").write_text(json.dumps({**base, "seed": 0, "evaluation_order": "rows"}))
+    (tmp_path / "cells" / "b.json").write_text(json.dumps({**base, "seed": 1, "score": 0.75}))
+    page = open(leaderboard.write_leaderboard(str(tmp_path))).read()
+    row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
+    # median score of 0.25 and 0.75, best 0.75; fit 1.0 from both; ECE (0.25 + 0.75) / 2 from the first alone
+    assert row.startswith("| lstm | 0.500 | 0.750 |  | 1.000 | 0.500 | 2 |")
+    assert "1 of the 2 runs were evaluated in batches that transformers' group_by_length shuffled" in page
+    assert "Curves from 1 of the task's 2 runs" in page
+    assert os.path.exists(tmp_path / "plots" / "chomsky_hierarchy-parity_check.png")
+    by_length = read_csv(str(tmp_path / "accuracy_by_length.csv"))
+    assert {r["seed"] for r in by_length} == {"0"} and len(by_length) == 3

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 import torch
+from torch.utils.data import SequentialSampler
 from transformers import (
     DataCollatorForTokenClassification,
     DataCollatorWithPadding,
@@ -35,6 +36,7 @@ from transformers import (
     Trainer,
     set_seed,
 )
+from transformers.trainer_utils import has_length
 
 from lengthgen.cli import UsageError
 from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
@@ -55,7 +57,8 @@ class ExperimentTrainer(Trainer):
     """Trainer with the distillation loss for batches that carry `teacher_logits` (`temperature` T,
     `distillation_weight` r), `num_steps`, when set, passed to the model at prediction (the NDR's and the Universal
     Transformer's steps at test time), and randomized position ids (`random_positions`) in training and, unless
-    `randomized_positions_at_evaluation` is off, at prediction."""
+    `randomized_positions_at_evaluation` is off, at prediction. An evaluation reads its rows in order (`Scorer` pairs
+    the i-th prediction with the i-th row's difficulty), also when training batches are grouped by length."""
 
     def __init__(self, *args, temperature: float = 1.0, distillation_weight: float = 0.9,
                  randomized_positions: int | None = None, randomized_positions_at_evaluation: bool = True, **kwargs):
@@ -64,6 +67,15 @@ class ExperimentTrainer(Trainer):
         self.randomized_positions = randomized_positions
         self.randomized_positions_at_evaluation = randomized_positions_at_evaluation
         self.num_steps: int | None = None
+
+    def _get_eval_sampler(self, eval_dataset):
+        # transformers' group_by_length shuffles the evaluation batches too (LengthGroupedSampler); here they keep the
+        # rows' order, as without it. The rows are sorted by difficulty (`by_difficulty`): in order, they pad as little.
+        if self.args.train_sampling_strategy != "group_by_length":
+            return super()._get_eval_sampler(eval_dataset)
+        if eval_dataset is None or not has_length(eval_dataset):
+            return None
+        return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
