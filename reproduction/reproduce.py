@@ -132,7 +132,8 @@ def plot(name: str, result: dict, baseline: dict | None, path: str):
     for run, style in ((result, "o-"), (baseline, "s--")):
         if run is not None:  # the splits' difficulties never overlap (generation asserts it): one line through all
             points = {d: acc for table in run["accuracy"].values() for d, acc in table.items() if d != "all"}
-            curves.append(Curve(run["name"], points, style))
+            if points:
+                curves.append(Curve(run["name"], points, style))
     steps_table = result.get("num_steps_table") or {}
     checkpoint = steps_table.get("model", "saved") != "saved"  # the saved model's table repeats its trained steps
     colors = ("tab:orange", "tab:green", "tab:purple", "tab:brown")
