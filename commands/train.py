@@ -53,10 +53,10 @@ def main(argv=None, head: str | None = None, program: str = "lengthgen train", t
         return None
     print_spec = "--print_spec" in argv
     argv = [a for a in argv if a != "--print_spec"]
-    sections, name = {}, None
+    sections, name, source = {}, None, "the spec"
     if argv and not argv[0].startswith("-"):
         sections, name = base_spec(argv[0])
-        argv = argv[1:]
+        source, argv = argv[0], argv[1:]
     sections = {key: dict(value or {}) for key, value in sections.items()}
     if train_and_evaluate:
         sections.setdefault("training", {}).setdefault("do_train", True)
@@ -65,7 +65,7 @@ def main(argv=None, head: str | None = None, program: str = "lengthgen train", t
         sections.setdefault("model", {}).setdefault("head", head)
     if name and "output_dir" not in sections.get("training", {}):
         sections.setdefault("training", {})["output_dir"] = os.path.join("outputs", name)
-    spec = ExperimentSpec.from_args(argv, sections, prog=program)
+    spec = ExperimentSpec.from_args(argv, sections, prog=program, source=source)
     if print_spec:
         print(spec.to_yaml(), end="")
         return None

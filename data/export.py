@@ -120,7 +120,12 @@ def load_splits(name: str, config_name: str | None = None, params: dict | None =
         raise UsageError("Generating parameters apply to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
     import datasets
 
-    return datasets.load_dataset(name, config_name)
+    try:
+        return datasets.load_dataset(name, config_name)
+    except ValueError as error:  # a config the folder or repository does not have: datasets lists the ones it has
+        if "BuilderConfig" not in str(error):
+            raise
+        raise UsageError(f"--dataset_config_name of {name}: {str(error).splitlines()[0]}") from error
 
 
 def _card(name: str, folder: str, default_config: str) -> str:

@@ -85,9 +85,39 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     spec = tmp_path / "spec.yaml"
     spec.write_text("model: {model_type: ndr}\ndata: {dataset_name: ctl}\ntraining: {learning_rat: 1}\n")
     line = error_line(capsys, train.main, [str(spec)], "lengthgen train")
-    assert "training has no field 'learning_rat' (did you mean 'learning_rate'?)" in line
+    assert f"{spec}: training has no field 'learning_rat' (did you mean 'learning_rate'?)" in line
+    spec.write_text("model: {model_type: ndr}\ndata: {dataset_name: ctl}\ntrainin: {max_steps: 5}\n")
+    line = error_line(capsys, train.main, [str(spec)], "lengthgen train")
+    assert f"{spec}: unknown section 'trainin' (did you mean 'training'?)" in line  # not dropped
+    line = error_line(capsys, train.main, [*base[:2], *model, "--dataset_name", "chomsky_hierarch"], "lengthgen train")
+    assert "'chomsky_hierarch' is not a lengthgen builder (did you mean 'chomsky_hierarchy'?)" in line
+    line = error_line(capsys, train.main, [*base, *model, "--do_train", "false"], "lengthgen train")
+    assert "Nothing to evaluate: without training (--do_train false), give the trained model" in line
     assert "bf16" in error_line(capsys, train.main, [*base, *model, "--bf16"], "lengthgen train")  # transformers' own check
     assert not (tmp_path / "out").exists()
+
+
+def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, monkeypatch):
+    """A near-miss config field (which a config would keep unread), a config folder that is not here (read as a Hub
+    id, offline), an exported folder's config that does not exist: each one line."""
+    # one line: no progress bars of the tiny datasets' generation
+    monkeypatch.setattr(importlib.import_module("datasets.utils.tqdm"), "are_progress_bars_disabled", lambda: True)
+    out = ["--output_dir", str(tmp_path / "out")]
+    ctl = ["--dataset_name", "chomsky_hierarchy", "--dataset_param", "train_size=20", "test_size=4",
+           "train_lengths=[1,4]", "test_lengths=[5,6]"]
+    line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "hiden_size=16"],
+                      "lengthgen train")
+    assert "--config_overrides: ndr has no config field 'hiden_size' (did you mean 'hidden_size'?)" in line
+    monkeypatch.chdir(tmp_path)  # hub_configs/ is not here: the name reads as a Hub id, which offline cannot load
+    line = error_line(capsys, train.main, [*out, *ctl, "--config_name", "hub_configs/ndr-ctl"], "lengthgen train")
+    assert "--config_name hub_configs/ndr-ctl: not a folder here, and not read from the Hub" in line
+    from lengthgen.data.export import export
+
+    folder = export("chomsky_hierarchy", str(tmp_path / "data"), ["parity_check"], train_size=20, test_size=4,
+                    test_lengths=(41, 42))
+    line = error_line(capsys, train.main, [*out, "--model_type", "ndr", "--dataset_name", folder,
+                                           "--dataset_config_name", "parity_chek"], "lengthgen train")
+    assert "BuilderConfig 'parity_chek' not found. Available: ['parity_check']" in line
 
 
 def test_lengthgen_reproduce(capsys, tmp_path, nothing_loads):
@@ -168,6 +198,7 @@ def test_lengthgen_verify_names_a_folder_whose_card_it_does_not_confirm(capsys, 
     labels = sorted(set(json.load(open(os.path.join(folder, "config.json")))["label2id"]))
     wrong = [{"input": r["input"], "target": labels[(labels.index(r["target"]) + 1) % len(labels)]} for r in rows]
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wrong))
+    capsys.readouterr()  # the progress bars of generating the rows above, when the dataset was not cached yet
     line = error_line(capsys, verify.main, [folder, "--rows", str(tmp_path / "rows.jsonl"), "--split", "test"],
                       "lengthgen verify")
     assert "not the card's accuracy" in line and f"{folder} (measured 0.0000 on test, the card states 1.0000)" in line

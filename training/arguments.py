@@ -11,6 +11,7 @@ and what `lengthgen train` and the example scripts take on the command line, und
 Mistakes are named here, before anything is loaded (`UsageError`: one line on the command line).
 """
 
+import difflib
 import os
 from dataclasses import dataclass, field
 
@@ -118,7 +119,13 @@ class DataArguments:
             raise UsageError("--dataset_name is required: a lengthgen builder (e.g. ctl) or a load_dataset path.")
         if self.dataset_name in BUILDERS:  # an unknown config or generating parameter is named before generating
             check_params(self.dataset_name, self.dataset_config_name, self.params)
-        elif self.params:
+        else:
+            local_path_or_hub_id(self.dataset_name, "--dataset_name")
+            near = difflib.get_close_matches(self.dataset_name, list(BUILDERS), n=1, cutoff=0.8)
+            if near and not os.path.exists(self.dataset_name):
+                raise UsageError(f"--dataset_name {self.dataset_name!r} is not a lengthgen builder (did you mean "
+                                 f"{near[0]!r}?) nor a folder here.")
+        if self.params and self.dataset_name not in BUILDERS:
             raise UsageError(f"--dataset_param applies to lengthgen's builders ({', '.join(sorted(BUILDERS))}), not to "
                              f"{self.dataset_name}.")
         check_positive({"--max_train_samples": self.max_train_samples, "--max_eval_samples": self.max_eval_samples,

@@ -13,6 +13,7 @@
   sees the whole input before its first slot. A trained reader's folder is read back with its own tokenizer.
 """
 
+import difflib
 import logging
 
 import numpy as np
@@ -64,13 +65,37 @@ def load_config(model_args: ModelArguments, tokenizer=None, answer_slots: bool =
         if model_args.model_type not in CONFIG_MAPPING:
             raise UsageError(f"--model_type {model_args.model_type!r} is not a model type of transformers or lengthgen "
                              f"(e.g. bert, llama, ndr, inductive_bert, universal_transformer, {LSTM}).")
+        check_overrides(AutoConfig.for_model(model_args.model_type), overrides)
         return AutoConfig.for_model(model_args.model_type, **overrides)  # derived fields (head_dim, ...) follow them
-    config = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)
-    unknown = [key for key in overrides if not hasattr(config, key)]
-    if unknown:
-        raise UsageError(f"--config_overrides: {config.model_type} has no config field {unknown[0]!r}.")
+    config = read_config(model_args.config_name, "--config_name", model_args.trust_remote_code)
+    check_overrides(config, overrides)
     config.update(overrides)
     return config
+
+
+def read_config(source: str, flag: str, trust_remote_code: bool = False):
+    """`AutoConfig.from_pretrained(source)`; a UsageError naming `flag` when it is neither a folder here nor a Hub
+    repository that can be read."""
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except OSError as error:
+        raise UsageError(f"{flag} {source}: not a folder here, and not read from the Hub "
+                         f"({str(error).splitlines()[0]})") from error
+
+
+def check_overrides(config, overrides: dict) -> None:
+    """UsageError naming an override that is not a field of `config` but nearly one (a typo, which the config would
+    keep unread); an override like no field at all is kept with a warning, as models read some fields only when set
+    (DeBERTa's `position_buckets`)."""
+    fields = [key for key in config.to_dict() if not key.startswith("_")]
+    for key in overrides:
+        if hasattr(config, key):
+            continue
+        near = difflib.get_close_matches(key, fields, n=1, cutoff=0.8)
+        if near:
+            raise UsageError(f"--config_overrides: {config.model_type} has no config field {key!r} "
+                             f"(did you mean {near[0]!r}?).")
+        logger.warning("--config_overrides: %s is not a field of %s's config; set as given.", key, config.model_type)
 
 
 def infer_head(model_args: ModelArguments) -> str:
@@ -80,10 +105,11 @@ def infer_head(model_args: ModelArguments) -> str:
         return model_args.head
     if model_args.model_type == LSTM:
         return "answer_slots"
+    flag = "--model_name_or_path" if model_args.model_name_or_path else "--config_name"
     source = model_args.model_name_or_path or model_args.config_name
     architectures = []
     if source:
-        architectures = AutoConfig.from_pretrained(source, trust_remote_code=model_args.trust_remote_code).architectures
+        architectures = read_config(source, flag, model_args.trust_remote_code).architectures
     if AnswerReader.__name__ in (architectures or []):
         return "answer_slots"
     if any(name.endswith("ForMaskedLM") for name in architectures or []):

@@ -241,6 +241,9 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if quiet:
         quiet_logs()
 
+    if not training_args.do_train and not model_args.model_name_or_path:
+        raise UsageError("Nothing to evaluate: without training (--do_train false), give the trained model with "
+                         "--model_name_or_path.")
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):
             splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_args.params)

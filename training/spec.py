@@ -53,6 +53,23 @@ def parser(prog: str | None = None) -> HfArgumentParser:
     return HfArgumentParser(tuple(SECTIONS.values()), prog=prog)
 
 
+def check_names(sections: dict, source: str) -> None:
+    """UsageError naming `source` and the first unknown section or field of `sections` (with the nearest valid name)."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        name = sorted(unknown)[0]
+        near = difflib.get_close_matches(name, list(SECTIONS), n=1)
+        raise UsageError(f"{source}: unknown section {name!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                         + f"; a spec has {', '.join(SECTIONS)}.")
+    for name, kind in SECTIONS.items():
+        names = [f.name for f in dataclasses.fields(kind) if f.init]
+        for key in sections.get(name) or {}:
+            if key not in names:
+                near = difflib.get_close_matches(key, names, n=1)
+                raise UsageError(f"{source}: {name} has no field {key!r}"
+                                 + (f" (did you mean {near[0]!r}?)" if near else "") + ".")
+
+
 @dataclass
 class ExperimentSpec:
     model: ModelArguments
@@ -66,16 +83,7 @@ class ExperimentSpec:
     def from_dict(cls, sections: dict, source: str = "the spec") -> "ExperimentSpec":
         """A spec from {section: {field: value}}; an unknown section or field is a UsageError naming it (and the
         nearest valid name) and `source`."""
-        unknown = set(sections) - set(SECTIONS)
-        if unknown:
-            raise UsageError(f"{source}: unknown section {sorted(unknown)[0]!r}; a spec has {', '.join(SECTIONS)}.")
-        for name, kind in SECTIONS.items():
-            names = [f.name for f in dataclasses.fields(kind) if f.init]
-            for key in sections.get(name) or {}:
-                if key not in names:
-                    near = difflib.get_close_matches(key, names, n=1)
-                    raise UsageError(f"{source}: {name} has no field {key!r}"
-                                     + (f" (did you mean {near[0]!r}?)" if near else "") + ".")
+        check_names(sections, source)
         built = {}
         for name, kind in SECTIONS.items():
             try:
@@ -94,11 +102,13 @@ class ExperimentSpec:
         return cls.from_dict(sections, source)
 
     @classmethod
-    def from_args(cls, argv: list[str], base: dict | None = None, prog: str | None = None) -> "ExperimentSpec":
+    def from_args(cls, argv: list[str], base: dict | None = None, prog: str | None = None,
+                  source: str = "the spec") -> "ExperimentSpec":
         """A command line of section fields (`--max_steps 100 --dataset_name ctl ...`), over the sections of `base`
-        when given (a spec file or preset read as a dict): the command line wins, and its `dataset_param` and
-        `config_overrides` are merged into the spec's."""
+        when given (a spec file or preset read as a dict, named `source` in its errors): the command line wins, and
+        its `dataset_param` and `config_overrides` are merged into the spec's."""
         base = {name: dict(values or {}) for name, values in (base or {}).items()}
+        check_names(base, source)
         # the flags given: argparse leaves an attribute the namespace already has alone, so a marker shows the rest
         argparser, unset = parser(prog), object()
         dests = [action.dest for action in argparser._actions if action.dest != "help"]
