@@ -11,9 +11,11 @@
 A run writes its checkpoints and logs under OUTPUT_ROOT/NAME and its results JSON and plot in RESULTS_DIR; given
 again, it resumes from its last checkpoint, or, once finished, evaluates the trained model again in fp32.
 
-In pieces, on machines that do not outlive ten minutes:
+In pieces, on machines that do not outlive ten minutes (the first piece without --unpack_from):
 
-    lengthgen reproduce ndr-listops-paper --max_train_seconds 480 --unpack_from pieces/ --pack_to $OUT
+    lengthgen reproduce ndr-listops-paper --max_train_seconds 480 --pack_to pieces/ndr-listops-paper
+    lengthgen reproduce ndr-listops-paper --max_train_seconds 480 --unpack_from pieces/ndr-listops-paper \
+        --pack_to pieces/ndr-listops-paper
 
 `--max_train_seconds` stops training before the budget with a checkpoint (weights, optimizer, scheduler, RNG, data
 position); `--pack_to` writes that checkpoint as at most 8 files of at most 16 MiB; `--unpack_from` restores it on
@@ -21,6 +23,7 @@ the next machine, whose piece continues the same curve.
 """
 
 import argparse
+import glob
 import json
 import os
 
@@ -90,6 +93,9 @@ def parse_args(argv):
     check_positive({"--threads": args.threads, "--max_train_seconds": args.max_train_seconds})
     if args.unpack_from and not os.path.isdir(args.unpack_from):
         raise UsageError(f"--unpack_from: no such directory: {args.unpack_from}")
+    if args.unpack_from and not glob.glob(os.path.join(args.unpack_from, "checkpoint-*.tar.part*")):
+        raise UsageError(f"--unpack_from: {args.unpack_from} holds no packed checkpoint (checkpoint-N.tar.partNN); "
+                         "the first piece of a run goes without --unpack_from.")
     if not (args.names or args.list or args.table):
         raise UsageError("name a preset (--list shows them), or ask for --list or --table")
     return args
@@ -105,6 +111,9 @@ def main(argv=None):
         for name, study in STUDIES.items():
             print(f"{name:<40} a study of {len(study['models'])} models x {study['seeds']} seeds: {study['reference']}")
     if args.table:
+        if not os.path.isdir(args.results_dir):
+            raise UsageError(f"--results_dir: no such directory: {args.results_dir} (run from the repository root, or "
+                             "name the folder of results JSONs)")
         print(results_table(args.results_dir))
     for name in args.names:
         if name in STUDIES and args.print_spec:

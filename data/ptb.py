@@ -39,8 +39,11 @@ def ptb_file(source: str, split: str = "train") -> str:
     if os.path.isdir(source):
         path = os.path.join(source, filename)
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path} not found: a PTB folder holds {sorted(PTB_FILES.values())}")
+            raise UsageError(f"source={source}: {filename} not found; a PTB folder holds "
+                             f"{', '.join(sorted(PTB_FILES.values()))}")
         return path
+    if source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise UsageError(f"source={source}: no such folder (a PTB folder, a URL prefix or a Hub dataset id)")
     if source.startswith(("http://", "https://")):
         from datasets import DownloadConfig
         from datasets.utils.file_utils import cached_path

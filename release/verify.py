@@ -82,6 +82,10 @@ def score(folder: str, rows: list[dict], batch_size: int = 256, end_token: str |
             predicted += answers.tolist()
             labels += targets.tolist()
         else:
+            unknown = sorted({r["target"] for r in batch} - set(config.label2id))
+            if unknown:
+                raise UsageError(f"{folder}: rows with targets {unknown[:5]} that are not among the model's classes "
+                                 f"{sorted(config.label2id)[:10]}: rows of another task?")
             predicted += answers.tolist()
             labels += [config.label2id[r["target"]] for r in batch]
     return scores_by_difficulty(predicted, labels, [0] * len(rows))["all"]["accuracy"]

@@ -128,6 +128,11 @@ def test_lengthgen_reproduce(capsys, tmp_path, nothing_loads):
         capsys, main, ["ndr-ctl-backward", "--unpack_from", str(tmp_path / "none")], "lengthgen reproduce")
     assert "--max_train_seconds must be positive" in error_line(
         capsys, main, ["ndr-ctl-backward", "--max_train_seconds", "-1"], "lengthgen reproduce")
+    (tmp_path / "empty").mkdir()
+    assert "holds no packed checkpoint (checkpoint-N.tar.partNN); the first piece of a run goes without" in error_line(
+        capsys, main, ["ndr-ctl-backward", "--unpack_from", str(tmp_path / "empty")], "lengthgen reproduce")
+    assert "--results_dir: no such directory" in error_line(
+        capsys, main, ["--table", "--results_dir", str(tmp_path / "none")], "lengthgen reproduce")
     line = error_line(capsys, main, ["ndr-ctl-sideways"], "lengthgen reproduce")
     assert "Unknown preset 'ndr-ctl-sideways'" in line and "ndr-ctl-backward" in line
 
@@ -202,6 +207,11 @@ def test_lengthgen_verify_names_a_folder_whose_card_it_does_not_confirm(capsys, 
     line = error_line(capsys, verify.main, [folder, "--rows", str(tmp_path / "rows.jsonl"), "--split", "test"],
                       "lengthgen verify")
     assert "not the card's accuracy" in line and f"{folder} (measured 0.0000 on test, the card states 1.0000)" in line
+    (tmp_path / "other.jsonl").write_text(json.dumps({"input": "1 0 1", "target": "odd"}) + "\n")  # another task's
+    line = error_line(capsys, verify.main, [folder, "--rows", str(tmp_path / "other.jsonl"), "--split", "test"],
+                      "lengthgen verify")
+    assert "rows with targets ['odd'] that are not among the model's classes" in line
+
 
 def test_run_clm_recurrent(capsys, tmp_path, nothing_loads):
     from lengthgen.training.causal_lm import parse_args, train_and_evaluate

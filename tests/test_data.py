@@ -168,8 +168,11 @@ def test_ptb_builder_reads_a_local_folder(tmp_path):
     again = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path / "b"), train_lengths=(2, 20), validation_lengths=(21, 64))
     again.download_and_prepare()
     assert fingerprint(again.as_dataset()) == fingerprint(splits)
-    with pytest.raises(FileNotFoundError, match="ptb.train.txt"):
+    with pytest.raises(UsageError, match="ptb.train.txt not found; a PTB folder holds"):
         PTBInductive(config_name="word", source=str(tmp_path), cache_dir=str(tmp_path / "c")).download_and_prepare()
+    with pytest.raises(UsageError, match="no such folder"):  # a mistyped folder is not looked up on the Hub
+        PTBInductive(config_name="word", source=str(tmp_path / "nope"),
+                     cache_dir=str(tmp_path / "d")).download_and_prepare()
 
 
 def test_ptb_source_as_hub_dataset_id(tmp_path, monkeypatch):
