@@ -169,3 +169,19 @@ def test_thesis_size_ndr_checkpoint_packs_into_at_most_8_files_of_16_mib(config,
     restored = pieces.unpack_checkpoint(str(tmp_path / "out"), str(tmp_path / "restored"))
     assert sorted(os.listdir(restored)) == sorted(os.listdir(checkpoint))
     shutil.rmtree(output_dir)
+
+
+def test_a_finished_run_given_again_is_not_trained_further(tmp_path):
+    """The same command twice: the second finds the run's checkpoint at max_steps and loads it (transformers' Trainer
+    resumed there would train one step more: at a constant rate, new weights). Same step count, weights, metrics."""
+    out = tmp_path / "run"
+    extra = ["--save_strategy", "steps", "--save_steps", "6", "--lr_scheduler_type", "constant"]
+    train(out, max_steps=6, extra=extra)
+    weights, metrics = load_file(str(out / "model.safetensors")), json.loads((out / "train_results.json").read_text())
+    train(out, max_steps=6, extra=extra)
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("checkpoint-")) == ["checkpoint-6"]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+    again = load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(again[k], v) for k, v in weights.items())
+    assert json.loads((out / "train_results.json").read_text()) == metrics
+    assert json.loads((out / "lengthgen_results.json").read_text())["training"]["steps"] == 6

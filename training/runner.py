@@ -21,6 +21,7 @@ the typed results: `ExperimentResult`), Trainer's `all_results.json`, TensorBoar
 """
 
 import inspect
+import json
 import math
 import os
 import time
@@ -36,7 +37,8 @@ from transformers import (
     Trainer,
     set_seed,
 )
-from transformers.trainer_utils import has_length
+from transformers.trainer_callback import TrainerState
+from transformers.trainer_utils import TrainOutput, has_length
 
 from lengthgen.cli import UsageError
 from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
@@ -147,8 +149,12 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     `save`, write the model, the training metrics and the Trainer state there; the TrainOutput. `log` also prints the
     metrics, as transformers' example scripts do."""
     args = trainer.args
-    output = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint
-                           or get_last_checkpoint_or_none(args.output_dir))
+    checkpoint = args.resume_from_checkpoint or get_last_checkpoint_or_none(args.output_dir)
+    state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json")) if checkpoint else None
+    if state is not None and 0 < args.max_steps <= state.global_step:
+        output = finished_run(trainer, checkpoint, state)
+    else:
+        output = trainer.train(resume_from_checkpoint=checkpoint)
     if log:
         trainer.log_metrics("train", output.metrics)
     if save:
@@ -156,6 +162,19 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
         trainer.save_metrics("train", output.metrics)
         trainer.save_state()
     return output
+
+
+def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
+    """A run whose last checkpoint reached `max_steps`, loaded instead of trained (transformers' Trainer, resumed at its
+    last step, would train one step more): its state, the weights it ended with (its best checkpoint's under
+    `load_best_model_at_end`, when that folder is here) and its training metrics."""
+    trainer.state = state
+    best = state.best_model_checkpoint
+    use_best = trainer.args.load_best_model_at_end and best and os.path.isdir(best)
+    trainer._load_from_checkpoint(best if use_best else checkpoint)
+    saved = os.path.join(trainer.args.output_dir, "train_results.json")
+    metrics = json.load(open(saved)) if os.path.isfile(saved) else {}
+    return TrainOutput(state.global_step, metrics.get("train_loss", float("nan")), metrics)
 
 
 def exponential_decay_optimizer(model, args, num_train_rows: int):
