@@ -4,7 +4,12 @@ from lengthgen.cli import UsageError
 
 
 def balanced_counts(total: int, capacities: dict[int, int]) -> dict[int, int]:
-    """Split `total` over depths as evenly as their capacities allow (water-filling, shallow depths first)."""
+    """Split `total` over depths as evenly as their capacities allow (water-filling, shallow depths first). Fewer
+    problems than depths go one each to depths spread evenly from the shallowest to the deepest."""
+    usable = sorted(d for d, capacity in capacities.items() if capacity > 0)
+    if 1 < total < len(usable):
+        picked = {usable[round(i * (len(usable) - 1) / (total - 1))] for i in range(total)}
+        return {d: int(d in picked) for d in sorted(capacities)}
     counts, remaining, depths = {}, total, sorted(capacities)
     for i, depth in enumerate(depths):
         share = remaining // (len(depths) - i)

@@ -7,7 +7,7 @@ import pytest
 
 from lengthgen.cli import UsageError
 from lengthgen.commands.data import main as cli_main
-from lengthgen.data.export import export, fingerprint
+from lengthgen.data.export import build, export, fingerprint
 from lengthgen.data.nsp import DELIMITER, MASK, generate_nsp_splits
 from lengthgen.data.nsp_inductive import NSPInductive
 from lengthgen.data.ptb import generate_ptb_splits, read_ptb_sentences
@@ -268,3 +268,16 @@ def test_the_whole_suite_exports_and_every_family_loads_offline(tmp_path, monkey
         cli_main(["export", "--all", "--output_dir", str(tmp_path), "--dataset_param", "nosuch=1"])
     with pytest.raises(UsageError, match="Give a dataset name or --all, not both"):
         cli_main(["export", "ctl", "--all", "--output_dir", str(tmp_path)])
+
+
+def test_fewer_problems_than_depths_spread_from_the_shallowest_to_the_deepest():
+    """Three problems over depths 1-5 go to 1, 3 and 5 (not to the three deepest); one per depth and more fill as
+    before, shallow depths first."""
+    from lengthgen.data.splits import balanced_counts
+
+    assert balanced_counts(3, {d: 5 for d in range(1, 6)}) == {1: 1, 2: 0, 3: 1, 4: 0, 5: 1}
+    assert balanced_counts(7, {d: 5 for d in range(1, 6)}) == {1: 1, 2: 1, 3: 1, 4: 2, 5: 2}
+    assert balanced_counts(3, {1: 0, 2: 5, 3: 5, 4: 5, 5: 5}) == {1: 0, 2: 1, 3: 0, 4: 1, 5: 1}
+    lengths = build("chomsky_hierarchy", "reverse_string", train_size=20, test_size=40, train_lengths=(1, 20),
+                    test_lengths=(21, 100))[1]["test"]["length"]
+    assert min(lengths) == 21 and max(lengths) == 100 and len(set(lengths)) == 40
