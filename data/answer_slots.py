@@ -5,11 +5,9 @@ token expected at each slot is its label. An input with its own `[MASK]` tokens 
 Chomsky-hierarchy tasks an answer is scored up to its END (`answer_end_token`).
 """
 
-import os
-
 from lengthgen.cli import UsageError
 
-from .chomsky_hierarchy import END
+from .chomsky_hierarchy import END, is_chomsky_hierarchy
 from .nsp import MASK
 
 
@@ -37,9 +35,7 @@ def answer_end_token(dataset_name: str | None) -> str | None:
     """The token after which an answer is neither scored nor trained on: END in the Chomsky-hierarchy tasks (their
     stack manipulation and the binary tasks' code layout pad an answer after it), generated here or read from the
     folder or Hub repository `lengthgen data export` writes them to (named `chomsky_hierarchy`); none elsewhere."""
-    if not dataset_name:
-        return None
-    return END if os.path.basename(os.path.normpath(dataset_name)) == "chomsky_hierarchy" else None
+    return END if is_chomsky_hierarchy(dataset_name) else None
 
 
 def answer_slot_ids(tokenizer, input_text: str, target_text: str,

@@ -68,6 +68,7 @@ as the paper samples).
 """
 
 import math
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,6 +79,12 @@ from .length_split import LengthSplitBuilder, LengthSplitConfig
 from .splits import assert_splits_disjoint, balanced_counts
 
 END = "END"  # the termination token of an answer (stack_manipulation, the binary tasks' code layout)
+
+
+def is_chomsky_hierarchy(dataset_name: str | None) -> bool:
+    """Whether `dataset_name` names these tasks: the builder, or the folder or Hub repository `lengthgen data export`
+    writes them to (named `chomsky_hierarchy`)."""
+    return bool(dataset_name) and os.path.basename(os.path.normpath(dataset_name)) == "chomsky_hierarchy"
 
 CHOMSKY_CITATION = "Delétang et al., Neural Networks and the Chomsky Hierarchy, ICLR 2023."
 

@@ -120,8 +120,11 @@ def load_splits(name: str, config_name: str | None = None, params: dict | None =
         raise UsageError("Generating parameters apply to lengthgen builders only: " + ", ".join(sorted(BUILDERS)))
     import datasets
 
+    # datasets caches a local folder's configs by the folder's name and the config's, not by their files: another
+    # export to a folder of the same name would be served the rows cached from the first, so a folder is read again
+    mode = datasets.DownloadMode.FORCE_REDOWNLOAD if os.path.isdir(name) else None
     try:
-        return datasets.load_dataset(name, config_name)
+        return datasets.load_dataset(name, config_name, download_mode=mode)
     except ValueError as error:  # a config the folder or repository does not have: datasets lists the ones it has
         if "BuilderConfig" not in str(error):
             raise

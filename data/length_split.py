@@ -10,6 +10,8 @@ import sys
 
 import datasets
 
+from . import splits
+
 COMMON_FEATURES = {
     "input": datasets.Value("string"),  # space-separated tokens
     "target": datasets.Value("string"),  # space-separated tokens: the restored sequence, or the answer
@@ -33,10 +35,11 @@ class LengthSplitConfig(datasets.BuilderConfig):
 
 
 def source_hash(builder_class) -> str:
-    """sha256 of the source of the builder's module and of this one: the cache key of generated data, so that a
-    changed generator never serves rows cached by an older one."""
+    """sha256 of the source of the builder's module, of this one and of the helpers every generator shares
+    (`splits`): the cache key of generated data, so that a changed generator never serves rows cached by an older
+    one."""
     digest = hashlib.sha256()
-    for module in (sys.modules[builder_class.__module__], sys.modules[__name__]):
+    for module in (sys.modules[builder_class.__module__], sys.modules[__name__], splits):
         digest.update(inspect.getsource(module).encode())
     return digest.hexdigest()[:16]
 

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from lengthgen.cli import UsageError, local_path_or_hub_id
+from lengthgen.data.chomsky_hierarchy import is_chomsky_hierarchy
 from lengthgen.data.export import BUILDERS, builder_config, load_splits
 from lengthgen.presets import load_table
 
@@ -23,9 +24,9 @@ class Task:
 
     @property
     def metric(self) -> str:
-        """The score's accuracy: per token on the Chomsky-hierarchy tasks (as Delétang et al. score them), the whole
-        answer elsewhere (as their papers do)."""
-        return "token_accuracy" if self.dataset == "chomsky_hierarchy" else "accuracy"
+        """The score's accuracy: per token on the Chomsky-hierarchy tasks, generated or exported (as Delétang et al.
+        score them), the whole answer elsewhere (as their papers do)."""
+        return "token_accuracy" if is_chomsky_hierarchy(self.dataset) else "accuracy"
 
     def load(self):
         return load_splits(self.dataset, self.config, self.params)

@@ -281,3 +281,18 @@ def test_fewer_problems_than_depths_spread_from_the_shallowest_to_the_deepest():
     lengths = build("chomsky_hierarchy", "reverse_string", train_size=20, test_size=40, train_lengths=(1, 20),
                     test_lengths=(21, 100))[1]["test"]["length"]
     assert min(lengths) == 21 and max(lengths) == 100 and len(set(lengths)) == 40
+
+
+def test_a_folder_exported_again_is_read_again(tmp_path):
+    """Two exports of a task with different rows, to folders of the same name (datasets caches a local folder's
+    configs by the names alone): each loads with its own rows."""
+    from lengthgen.data.export import load_splits
+
+    rows = {}
+    for seed in (0, 1):
+        folder = export("chomsky_hierarchy", str(tmp_path / f"run{seed}"), ["parity_check"], train_size=8,
+                        test_size=4, test_lengths=(41, 44), seed=seed)
+        rows[seed] = load_splits(folder, "parity_check")["test"]["input"]
+        assert rows[seed] == build("chomsky_hierarchy", "parity_check", cache_dir=str(tmp_path / f"c{seed}"),
+                                   train_size=8, test_size=4, test_lengths=(41, 44), seed=seed)[1]["test"]["input"]
+    assert rows[0] != rows[1]

@@ -410,7 +410,9 @@ def test_any_dataset_with_the_columns_by_path(tmp_path):
     assert (task.dataset, task.config, task.params) == (folder, "even_pairs", {})
     records = leaderboard.run_grid(["lstm"], [f"hf:{folder}:even_pairs"], 1, str(tmp_path / "out"), {"max_steps": 3})
     assert records[0]["status"] == "ok" and records[0]["score_difficulties"] == [5, 6, 7, 8]
-    assert records[0]["metric"] == "accuracy"  # only lengthgen's Chomsky builder is scored per token
+    assert records[0]["metric"] == "token_accuracy"  # the Chomsky tasks, exported, are scored per token as generated
+    (tmp_path / "data" / "ctl").mkdir()
+    assert leaderboard.resolve_task(f"hf:{tmp_path / 'data' / 'ctl'}:backward").metric == "accuracy"
 
 
 def test_shards_together_write_exactly_the_cells_of_one_unsharded_run(tmp_path):
