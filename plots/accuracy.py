@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 
@@ -28,8 +29,11 @@ def plot_accuracy(curves: list[Curve], path: str | BinaryIO, train_range: tuple[
                   title: str = "", xlabel: str = "difficulty (length, depth or digits)", ylabel: str = "accuracy",
                   size: tuple[float, float] = (6.4, 4.0)) -> None:
     """Draw `curves` against difficulty into `path` (PNG: a file name, or a binary file open for writing)."""
-    figure = Figure(figsize=size)
+    many = len(curves) > 10  # beyond the default cycle's ten colours, and a legend that would cover the lines
+    figure = Figure(figsize=(size[0] + 2.2, size[1]) if many else size)
     axes = figure.subplots()
+    if many:
+        axes.set_prop_cycle(color=colormaps["tab20"].colors)
     if train_range:
         low, high = train_range
         axes.axvspan(low - 0.5, high + 0.5, color="0.9", label=f"training range ({low}-{high})")
@@ -45,7 +49,10 @@ def plot_accuracy(curves: list[Curve], path: str | BinaryIO, train_range: tuple[
             axes.fill_between(x, [min(v) for _, v in points], [max(v) for _, v in points], alpha=0.15,
                               color=line.get_color())
     axes.set(xlabel=xlabel, ylabel=ylabel, ylim=(-0.02, 1.02), title=title)
-    axes.legend(loc="best", fontsize=8)
+    if many:
+        axes.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    else:
+        axes.legend(loc="best", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 

@@ -784,3 +784,16 @@ def test_cells_evaluated_in_shuffled_batches_keep_their_scores_but_not_their_cur
     assert os.path.exists(tmp_path / "plots" / "chomsky_hierarchy-parity_check.png")
     by_length = read_csv(str(tmp_path / "accuracy_by_length.csv"))
     assert {r["seed"] for r in by_length} == {"0"} and len(by_length) == 3
+
+
+def test_a_plot_of_many_models_gives_each_its_own_colour(tmp_path, monkeypatch):
+    """Fifteen curves (a board's models): fifteen different colours, beyond the default cycle's ten."""
+    from matplotlib.axes import Axes
+
+    from lengthgen.plots import Curve, plot_accuracy
+
+    drawn = []
+    original = Axes.plot
+    monkeypatch.setattr(Axes, "plot", lambda self, *a, **k: drawn.append(original(self, *a, **k)[0]) or [drawn[-1]])
+    plot_accuracy([Curve(f"model {i}", {1: 0.5, 2: 0.4}) for i in range(15)], str(tmp_path / "plot.png"))
+    assert len(drawn) == 15 and len({line.get_color() for line in drawn}) == 15
