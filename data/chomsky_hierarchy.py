@@ -86,6 +86,7 @@ def is_chomsky_hierarchy(dataset_name: str | None) -> bool:
     writes them to (named `chomsky_hierarchy`)."""
     return bool(dataset_name) and os.path.basename(os.path.normpath(dataset_name)) == "chomsky_hierarchy"
 
+
 CHOMSKY_CITATION = "Delétang et al., Neural Networks and the Chomsky Hierarchy, ICLR 2023."
 
 

@@ -42,13 +42,13 @@ def ptb_file(source: str, split: str = "train") -> str:
             raise UsageError(f"source={source}: {filename} not found; a PTB folder holds "
                              f"{', '.join(sorted(PTB_FILES.values()))}")
         return path
-    if source.startswith((".", "/", "~")) or source.count("/") > 1:
-        raise UsageError(f"source={source}: no such folder (a PTB folder, a URL prefix or a Hub dataset id)")
     if source.startswith(("http://", "https://")):
         from datasets import DownloadConfig
         from datasets.utils.file_utils import cached_path
 
         return cached_path(f"{source.rstrip('/')}/{filename}", download_config=DownloadConfig())
+    if source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise UsageError(f"source={source}: no such folder (a PTB folder, a URL prefix or a Hub dataset id)")
     from huggingface_hub import hf_hub_download
 
     return hf_hub_download(repo_id=source, filename=filename, repo_type="dataset")

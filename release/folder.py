@@ -30,6 +30,13 @@ def read_output_dir(output_dir: str) -> tuple[dict, ExperimentResult]:
         config = json.load(f)
     if not config.get("auto_map"):
         raise ReleaseError(f"{output_dir}/config.json has no auto_map: the model code cannot travel with it.")
+    base = (config.get("base_config") or {}).get("model_type")  # an answer-slots reader's base model
+    if base is not None:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+        if base not in CONFIG_MAPPING_NAMES:
+            raise ReleaseError(f"{output_dir} holds an answer-slots reader over {base}, whose code does not travel "
+                               "with the reader's: it loads where lengthgen is installed, not from the folder alone.")
     return config, result
 
 

@@ -89,10 +89,14 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     spec.write_text("model: {model_type: ndr}\ndata: {dataset_name: ctl}\ntrainin: {max_steps: 5}\n")
     line = error_line(capsys, train.main, [str(spec)], "lengthgen train")
     assert f"{spec}: unknown section 'trainin' (did you mean 'training'?)" in line  # not dropped
+    spec.write_text("_budget: &budget {max_steps: 5}\nmodel: {model_type: ndr}\ndata: {dataset_name: ctl}\n"
+                    "training: {<<: *budget}\n")  # a top-level holder of YAML anchors is left alone
+    train.main([str(spec), "--print_spec"])
+    assert "max_steps: 5" in capsys.readouterr().out
     line = error_line(capsys, train.main, [*base[:2], *model, "--dataset_name", "chomsky_hierarch"], "lengthgen train")
     assert "'chomsky_hierarch' is not a lengthgen builder (did you mean 'chomsky_hierarchy'?)" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_train", "false"], "lengthgen train")
-    assert "Nothing to evaluate: without training (--do_train false), give the trained model" in line
+    assert "Nothing to evaluate: without training (--do_train not given, or false), give the trained model" in line
     assert "bf16" in error_line(capsys, train.main, [*base, *model, "--bf16"], "lengthgen train")  # transformers' own check
     assert not (tmp_path / "out").exists()
 

@@ -189,6 +189,21 @@ def test_ptb_source_as_hub_dataset_id(tmp_path, monkeypatch):
     assert len(builder.as_dataset()["train"]) > 0
 
 
+def test_ptb_source_as_url_prefix(monkeypatch):
+    """The default source, a URL prefix, is fetched with datasets' cached download (the file named under it)."""
+    from lengthgen.data.ptb import DEFAULT_PTB_SOURCE, ptb_file
+
+    asked = []
+
+    def fake_cached_path(url, download_config):
+        asked.append(url)
+        return os.path.join(PTB_FIXTURE, "ptb.train.txt")
+
+    monkeypatch.setattr("datasets.utils.file_utils.cached_path", fake_cached_path)
+    assert ptb_file(DEFAULT_PTB_SOURCE, "train") == os.path.join(PTB_FIXTURE, "ptb.train.txt")
+    assert asked == [f"{DEFAULT_PTB_SOURCE.rstrip('/')}/ptb.train.txt"]
+
+
 def encode_masked(inputs, targets, tokenizer):
     from datasets import Dataset
 

@@ -266,6 +266,21 @@ def test_answer_slots_release_scores_its_card_without_lengthgen(tmp_path):
     assert 0 < report["measured"] < 1
 
 
+def test_answer_slots_release_over_a_base_of_lengthgen_is_refused(tmp_path, monkeypatch, capsys):
+    """A Stack-RNN under the answer-slots head: the folder's code is the reader's, not the Stack-RNN's, so it would not
+    load without lengthgen; the release stops in one line and writes nothing."""
+    output_dir = tmp_path / "stack-slots"
+    train(["--model_type", "stack_rnn", "--head", "answer_slots", "--config_overrides", "hidden_size=8",
+           "--dataset_name", "chomsky_hierarchy", "--dataset_config_name", "parity_check", "--dataset_param",
+           "train_lengths=[1,4]", "test_lengths=[5,6]", "train_size=40", "test_size=8", "--output_dir",
+           str(output_dir), "--max_steps", "2", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true",
+           "--report_to", "none"])
+    with pytest.raises(SystemExit):
+        main([str(output_dir), "--repo_id", "someone/stack-slots", "--target", str(tmp_path / "release")])
+    assert "holds an answer-slots reader over stack_rnn, whose code does not travel" in capsys.readouterr().err
+    assert not (tmp_path / "release").exists()
+
+
 def test_answer_slot_batch_pads_and_scores_up_to_end_by_hand():
     """Two binary sums in the authors' layout, 1 + 1 = 0 1 END 0 and 1 0 1 + 1 1 = 0 0 0 1 END 0 0: ids framed by
     [CLS] ... [SEP] and padded, labels at the answer slots up to END."""

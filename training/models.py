@@ -234,8 +234,8 @@ def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
     """A trained reader (`model_name_or_path`), or a base model from scratch for the task's vocabulary (`lstm`: the
     one-layer LSTM of `config_overrides`' hidden_size, 64 by default) under the answer-slots layer."""
     if model_args.model_name_or_path:
-        source, remote = model_args.model_name_or_path, model_args.trust_remote_code
-        config = AutoConfig.from_pretrained(source, trust_remote_code=remote)
+        source = model_args.model_name_or_path
+        config = read_config(source, "--model_name_or_path", model_args.trust_remote_code)
         if not isinstance(config, AnswerSlotsConfig):
             raise UsageError(f"{source} holds a {config.model_type} model, not one trained with the answer_slots head; "
                              "to train one from scratch give --config_name or --model_type.")
@@ -248,7 +248,7 @@ def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
     if not hasattr(config, "vocab_size"):
         raise UsageError(f"{config.model_type} has no token vocabulary; it cannot read text tasks.")
     config.vocab_size, config.pad_token_id = vocab_size, tokenizer.pad_token_id
-    return AnswerReader(AnswerSlotsConfig(base_config=config))
+    return AnswerReader(AnswerSlotsConfig(base_config=config), trust_remote_code=model_args.trust_remote_code)
 
 
 def model_type_of(model: nn.Module) -> str:
@@ -298,7 +298,7 @@ def recurrence_fields(model_args, names: tuple[str, ...]) -> dict:
     return fields
 
 
-__all__ = ["HEADS", "LSTM", "answer_predictions", "answer_slots_tokenizer", "answers", "classifier_tokenizer_and_labels",
-           "encode_classification", "encode_masked", "infer_head", "load_answer_reader", "load_classifier", "load_config",
-           "load_masked_lm", "masked_lm_tokenizer", "model_type_of", "position_limit", "predict_classes",
-           "recurrence_fields"]
+__all__ = ["HEADS", "LSTM", "answer_predictions", "answer_slots_tokenizer", "answers", "check_overrides",
+           "classifier_tokenizer_and_labels", "encode_classification", "encode_masked", "infer_head",
+           "load_answer_reader", "load_classifier", "load_config", "load_masked_lm", "masked_lm_tokenizer",
+           "model_type_of", "position_limit", "predict_classes", "read_config", "recurrence_fields"]

@@ -149,10 +149,12 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     `save`, write the model, the training metrics and the Trainer state there; the TrainOutput. `log` also prints the
     metrics, as transformers' example scripts do."""
     args = trainer.args
-    checkpoint = args.resume_from_checkpoint or get_last_checkpoint_or_none(args.output_dir)
-    state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json")) if checkpoint else None
-    if state is not None and 0 < args.max_steps <= state.global_step:
-        output = finished_run(trainer, checkpoint, state)
+    checkpoint = args.resume_from_checkpoint
+    if checkpoint is None or checkpoint is True:  # True: the Trainer's own "the last one in the output folder"
+        checkpoint = get_last_checkpoint_or_none(args.output_dir)
+    finished = finished_state(args, checkpoint)
+    if finished:
+        output = finished_run(trainer, checkpoint, finished)
     else:
         output = trainer.train(resume_from_checkpoint=checkpoint)
     if log:
@@ -164,16 +166,32 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     return output
 
 
+def finished_state(args, checkpoint: str | None) -> TrainerState | None:
+    """The state of `checkpoint` when it reached `max_steps` (a finished run), else None; None too under FSDP or
+    DeepSpeed, whose checkpoints the Trainer loads itself."""
+    if not checkpoint or args.max_steps <= 0 or args.fsdp or args.deepspeed:
+        return None
+    state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
+    return state if state.global_step >= args.max_steps else None
+
+
 def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
     """A run whose last checkpoint reached `max_steps`, loaded instead of trained (transformers' Trainer, resumed at its
     last step, would train one step more): its state, the weights it ended with (its best checkpoint's under
-    `load_best_model_at_end`, when that folder is here) and its training metrics."""
+    `load_best_model_at_end`, found in the output folder by its name) and its training metrics."""
     trainer.state = state
-    best = state.best_model_checkpoint
-    use_best = trainer.args.load_best_model_at_end and best and os.path.isdir(best)
-    trainer._load_from_checkpoint(best if use_best else checkpoint)
+    if trainer.args.load_best_model_at_end and state.best_model_checkpoint:
+        best = os.path.join(trainer.args.output_dir, os.path.basename(os.path.normpath(state.best_model_checkpoint)))
+        if not os.path.isdir(best):
+            raise UsageError(f"The finished run's best checkpoint {best} is not in its output folder; "
+                             "load_best_model_at_end needs it.")
+        checkpoint = best
+    trainer._load_from_checkpoint(checkpoint)
     saved = os.path.join(trainer.args.output_dir, "train_results.json")
-    metrics = json.load(open(saved)) if os.path.isfile(saved) else {}
+    metrics = {}
+    if os.path.isfile(saved):
+        with open(saved) as f:
+            metrics = json.load(f)
     return TrainOutput(state.global_step, metrics.get("train_loss", float("nan")), metrics)
 
 
@@ -261,8 +279,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         quiet_logs()
 
     if not training_args.do_train and not model_args.model_name_or_path:
-        raise UsageError("Nothing to evaluate: without training (--do_train false), give the trained model with "
-                         "--model_name_or_path.")
+        raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
+                         "model with --model_name_or_path.")
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):
             splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_args.params)
@@ -280,8 +298,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
 
     tokenizer, model, encode, collator = prepare(head, spec, splits)
     if model_args.num_steps is not None and "num_steps" not in inspect.signature(model.forward).parameters:
-        raise UsageError(f"--num_steps applies to the NDR and the Universal Transformer; {model.config.model_type} has "
-                         "no steps to set.")
+        raise UsageError("--num_steps applies to the NDR and the Universal Transformer; "
+                         f"{models.model_type_of(model)} has no steps to set.")
     if model_args.randomized_positions is not None:
         reader = getattr(model, "base", model)  # the answer-slots head passes position ids on to its base model
         if "position_ids" not in inspect.signature(reader.forward).parameters:
@@ -333,7 +351,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if training_args.do_train:
         start = time.perf_counter()
         train_output = train_and_save(trainer, save)
-        seconds = time.perf_counter() - start
+        # a finished run loaded again reports the training time it had (its train_runtime), not the load's
+        seconds = max(time.perf_counter() - start, float(train_output.metrics.get("train_runtime", 0)))
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
         best = trainer.state.best_model_checkpoint if training_args.load_best_model_at_end else None
         training = {"steps": trainer.state.global_step, "epochs": trainer.state.epoch,

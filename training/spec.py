@@ -54,8 +54,9 @@ def parser(prog: str | None = None) -> HfArgumentParser:
 
 
 def check_names(sections: dict, source: str) -> None:
-    """UsageError naming `source` and the first unknown section or field of `sections` (with the nearest valid name)."""
-    unknown = set(sections) - set(SECTIONS)
+    """UsageError naming `source` and the first unknown section or field of `sections` (with the nearest valid name);
+    a top-level key starting with `_` (a holder of YAML anchors) is left alone."""
+    unknown = {name for name in sections if not name.startswith("_")} - set(SECTIONS)
     if unknown:
         name = sorted(unknown)[0]
         near = difflib.get_close_matches(name, list(SECTIONS), n=1)

@@ -20,6 +20,8 @@ class AnswerSlotsConfig(PretrainedConfig):
 
     def __init__(self, base_config=None, vocab_size: int = 8, hidden_size: int = 64, **kwargs):
         if isinstance(base_config, dict):
+            if "model_type" not in base_config:
+                raise ValueError("base_config needs the base model's model_type (e.g. 'llama').")
             base_config = AutoConfig.for_model(**base_config)
         if base_config is not None:
             vocab_size, hidden_size = base_config.vocab_size, base_config.hidden_size

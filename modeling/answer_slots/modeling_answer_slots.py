@@ -33,12 +33,12 @@ class AnswerReader(PreTrainedModel):
     config_class = AnswerSlotsConfig
     base_model_prefix = "base"
 
-    def __init__(self, config: AnswerSlotsConfig):
-        super().__init__(config)
+    def __init__(self, config: AnswerSlotsConfig, trust_remote_code: bool = False):
+        super().__init__(config)  # (before the base: it sets the sub-config's attention implementation the base reads)
         if config.base_config is None:
             self.base = LSTMEncoder(config.vocab_size, config.hidden_size)
-        else:
-            self.base = AutoModel.from_config(config.base_config)
+        else:  # `trust_remote_code`: a base whose code comes with its config (from scratch; not when read back)
+            self.base = AutoModel.from_config(config.base_config, trust_remote_code=trust_remote_code)
         self.head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
 
