@@ -101,6 +101,22 @@ def test_scores_per_length_pair_each_answer_with_its_row_when_batches_are_groupe
     assert len(set(round(v, 3) for v in per_length.values())) > 3  # lengths that differ, so a shuffle would show
 
 
+def test_a_reader_evaluated_on_another_alphabet_is_refused(tmp_path):
+    """A reader trained on binary strings, evaluated on a task with other tokens: its tokenizer would read them as
+    unknown; the run stops naming them."""
+    from datasets import Dataset
+
+    from lengthgen.cli import UsageError
+    from lengthgen.training.arguments import ModelArguments
+    from lengthgen.training.models import answer_slots_tokenizer
+
+    answer_slots_tokenizer({"train": Dataset.from_dict({"input": ["0 1 1"], "target": ["0"]})}).save_pretrained(
+        tmp_path)
+    other = {"test": Dataset.from_dict({"input": ["0 + 1"], "target": ["1 END"]})}
+    with pytest.raises(UsageError, match="was trained on another alphabet: its tokenizer does not know \\+, END"):
+        answer_slots_tokenizer(other, ModelArguments(model_name_or_path=str(tmp_path), head="answer_slots"))
+
+
 def test_a_folder_of_another_model_is_refused_by_the_answer_slots_head(tmp_path):
     from lengthgen.cli import UsageError
     from lengthgen.training.arguments import ModelArguments

@@ -223,10 +223,18 @@ def encode_masked(dataset, tokenizer, keep_columns=()):
 
 
 def answer_slots_tokenizer(splits, model_args: ModelArguments | None = None):
-    """A trained reader's own tokenizer (`model_args.model_name_or_path`), else a word-level tokenizer over every token
-    of every split's inputs and targets (the task's alphabet)."""
+    """A trained reader's own tokenizer (`model_args.model_name_or_path`; a UsageError naming the tokens of the splits
+    it does not know, which it would read as unknown), else a word-level tokenizer over every token of every split's
+    inputs and targets (the task's alphabet)."""
     if model_args is not None and model_args.model_name_or_path:
-        return AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
+        tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
+        known = tokenizer.get_vocab()
+        unknown = sorted({token for dataset in splits.values() for column in ("input", "target")
+                          for text in dataset[column] for token in text.split()} - set(known))
+        if unknown:
+            raise UsageError(f"{model_args.model_name_or_path} was trained on another alphabet: its tokenizer does not "
+                             f"know {', '.join(unknown[:8])}" + (" ..." if len(unknown) > 8 else "") + ".")
+        return tokenizer
     return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
 
 
