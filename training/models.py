@@ -226,16 +226,17 @@ def answer_slots_tokenizer(splits, model_args: ModelArguments | None = None):
     """A trained reader's own tokenizer (`model_args.model_name_or_path`; a UsageError naming the tokens of the splits
     it does not know, which it would read as unknown), else a word-level tokenizer over every token of every split's
     inputs and targets (the task's alphabet)."""
+    def texts():
+        return (text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
+
     if model_args is not None and model_args.model_name_or_path:
         tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
-        known = tokenizer.get_vocab()
-        unknown = sorted({token for dataset in splits.values() for column in ("input", "target")
-                          for text in dataset[column] for token in text.split()} - set(known))
+        unknown = sorted({token for text in texts() for token in text.split()} - set(tokenizer.get_vocab()))
         if unknown:
             raise UsageError(f"{model_args.model_name_or_path} was trained on another alphabet: its tokenizer does not "
                              f"know {', '.join(unknown[:8])}" + (" ..." if len(unknown) > 8 else "") + ".")
         return tokenizer
-    return word_tokenizer(text for dataset in splits.values() for column in ("input", "target") for text in dataset[column])
+    return word_tokenizer(texts())
 
 
 def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
