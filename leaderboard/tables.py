@@ -377,7 +377,8 @@ def write_leaderboard(output_dir: str) -> str:
         lines += [f"{len(shuffled)} of the {len(ok)} runs were evaluated in batches that transformers' group_by_length "
                   "shuffled, before lengthgen kept the evaluation order: their scores and fit stand (means over "
                   "difficulties that hold equally many strings, and over all sampled strings); their curves, numbers "
-                  "per difficulty (accuracy_by_length.csv) and ECE are left out.", ""]
+                  "per difficulty (accuracy_by_length.csv) and ECE are left out (the board's command with "
+                  "--rerun_shuffled runs them again).", ""]
     if protocols:
         lines += [f"Protocol: {', '.join(protocols)}" + (
             f"; generalizing: the share of runs whose score reaches {', '.join(f'{t:g}' for t in thresholds)}."

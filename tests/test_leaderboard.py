@@ -1,4 +1,5 @@
 import csv
+import glob
 import json
 import os
 import statistics
@@ -526,6 +527,33 @@ def test_a_failure_never_replaces_a_cell_another_process_finished(tmp_path, monk
     assert json.load(open(path)) == theirs
 
 
+def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_path):
+    """A cell written before evaluation kept the rows' order under group_by_length (no `evaluation_order`) stands on a
+    plain re-run; `--rerun_shuffled` runs it again in its place, to the same score, and leaves in-order cells be."""
+    out = str(tmp_path / "board")
+    args = ["--protocol", "chomsky", "--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--seeds", "2",
+            "--learning_rates", "1e-3", "--max_steps", "3", "--per_device_train_batch_size", "8", "--threads", "1",
+            "--output_dir", out, "--dataset_param", *(f"{k}={json.dumps(v)}" for k, v in TINY.items())]
+    main(args)
+    cells = sorted(glob.glob(os.path.join(out, "cells", "*.json")))
+    before = [json.load(open(path)) for path in cells]
+    assert all(c["budget"]["train_sampling_strategy"] == "group_by_length" and c["evaluation_order"] == "rows"
+               for c in before)
+    old = {key: value for key, value in before[0].items() if key != "evaluation_order"}
+    test = before[0]["accuracy"]["test"]  # numbers per length paired with other lengths', as the shuffle did
+    old["accuracy"] = {**before[0]["accuracy"], "test": dict(zip(test, [test[key] for key in reversed(test)]))}
+    assert old["accuracy"] != before[0]["accuracy"]
+    leaderboard.grid.write_json(cells[0], old)
+    modified = os.path.getmtime(cells[1])
+    main(args)
+    assert json.load(open(cells[0])) == old  # a plain re-run keeps it
+    main([*args, "--rerun_shuffled"])
+    again = json.load(open(cells[0]))
+    assert again["evaluation_order"] == "rows" and again["score"] == before[0]["score"]
+    assert again["accuracy"] == before[0]["accuracy"]
+    assert os.path.getmtime(cells[1]) == modified  # the in-order cell was not run again
+
+
 def test_a_worker_that_dies_sends_the_cells_it_took_along_to_a_fresh_pool(tmp_path, monkeypatch):
     """With --workers, each cell is written by its worker as it finishes. A worker process that dies (killed, out of
     memory) breaks the pool: the cells in flight and queued come back as BrokenProcessPool and go to a fresh pool; a
@@ -543,10 +571,10 @@ def test_a_worker_that_dies_sends_the_cells_it_took_along_to_a_fresh_pool(tmp_pa
     real = leaderboard.grid.run_in_worker
     dies = {1: lambda seed: seed >= 1}  # pool number -> the seeds whose cells it loses (here: the first pool breaks)
 
-    def run_in_worker(model, task_name, seed, budget, path, stamp):
+    def run_in_worker(model, task_name, seed, budget, path, stamp, *rest):
         if dies.get(len(pools), lambda seed: False)(seed):
             raise BrokenProcessPool("A process in the process pool was terminated abruptly")
-        return real(model, task_name, seed, budget, path, stamp)
+        return real(model, task_name, seed, budget, path, stamp, *rest)
 
     monkeypatch.setattr(leaderboard.grid, "ProcessPoolExecutor", Pool)
     monkeypatch.setattr(leaderboard.grid, "run_in_worker", run_in_worker)
