@@ -208,8 +208,9 @@ def summarize(cells: list[dict]) -> list[dict]:
 
 
 def cost(cells: list[dict]) -> list[dict]:
-    """Per model and machine, what one finished cell took: median training steps and seconds, evaluation seconds,
-    processor seconds of the whole cell (None for cells recorded without them)."""
+    """Per model and machine, what one finished cell took: median parameters (they follow each task's vocabulary),
+    training steps and seconds, evaluation seconds, processor seconds of the whole cell (None for cells recorded
+    without them)."""
     groups = {}
     for c in cells:
         if c["status"] == "ok":
@@ -217,6 +218,8 @@ def cost(cells: list[dict]) -> list[dict]:
     rows = []
     for (model, where), done in sorted(groups.items()):
         rows.append({"model": model, "machine": where, "cells": len(done),
+                     "parameters": statistics.median(n) if (n := [c["parameters"] for c in done
+                                                                   if "parameters" in c]) else None,
                      "steps": statistics.median(c["train_steps"] for c in done),
                      "train_seconds": statistics.median(c["train_seconds"] for c in done),
                      "eval_seconds": statistics.median(c["eval_seconds"] for c in done),
@@ -259,16 +262,33 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
         return f"**{score:.3f}**" if threshold is not None and score >= threshold else f"{score:.3f}"
 
     lines = ["## Best run of each model", "",
-             "The score of each model's best run on each task" + (f", in bold from {threshold:g} (generalizing)"
+             "The score of each model's best run on each task" + (f", in bold from {threshold:g} (a run that generalizes)"
                                                                  if threshold is not None else "")
-             + "; the runs finished on the task in brackets. Each task's table below has the median, the fit and the "
-             "published scores.", "",
+             + "; the runs finished on the task in brackets; -: no finished run yet. Each task's table below has "
+             "the median, the fit and the published scores.", "",
              "| task | level | " + " | ".join(models) + " |",
              "| --- | --- | " + " | ".join("---" for _ in models) + " |"]
+    levels = {}  # level -> its tasks, in the table's order
     for task in tasks:
         level = CHOMSKY_TASKS[config].level if (config := chomsky_config(task)) in CHOMSKY_TASKS else ""
         lines.append(f"| {task_label(task)} ({runs[task]}) | {level} | "
                      + " | ".join(shown(best.get((task, m))) for m in models) + " |")
+        if level:
+            levels.setdefault(level, []).append(task)
+    lines.append("")
+    if threshold is None or not levels:
+        return lines
+
+    def generalizes(task, model):
+        return best.get((task, model)) is not None and best[(task, model)] >= threshold
+
+    lines += ["By level of the Chomsky hierarchy, the models with a run that generalizes (on which tasks), and the "
+              "tasks on which none does:", ""]
+    for level, names in levels.items():
+        solved = {m: [task_label(t) for t in names if generalizes(t, m)] for m in models}
+        text = "; ".join(f"{m} ({', '.join(on)})" for m, on in solved.items() if on) or "no model"
+        unsolved = [task_label(t) for t in names if not any(generalizes(t, m) for m in models)]
+        lines.append(f"- **{level}**: {text}" + (f"; none on {', '.join(unsolved)}" if unsolved else "") + ".")
     return lines + [""]
 
 
@@ -302,10 +322,22 @@ def board_status(board, ok: list[dict]) -> str:
     per_task = {task: sum(1 for cell in done if cell[1] == task) for task in board.tasks}
     whole = [task_label(task) for task, count in per_task.items() if count == len(board.models) * runs]
     started = sum(1 for count in per_task.values() if count)
+    waiting = [task_label(task) for task, count in per_task.items() if not count]
     return (f"Board: {len(done)} of the protocol's {len(board.models) * len(board.tasks) * runs} cells "
             f"({len(board.models)} models x {len(board.tasks)} tasks x {runs} runs) have finished; "
             f"{len(whole)} task{'s' if len(whole) != 1 else ''} complete ({', '.join(whole) or 'none'}), "
-            f"{started - len(whole)} begun, {len(board.tasks) - started} not begun (not shown below).")
+            f"{started - len(whole)} begun"
+            + (f", {len(waiting)} not begun ({', '.join(waiting)}: not shown below)." if waiting else "."))
+
+
+QUIET_BUDGET_KEYS = ("threads", "learning_rate", "save_strategy", "report_to", "disable_tqdm")  # not the budget's
+
+
+def _budget_entry(key: str, value) -> str:
+    """`key value`, a warm-up given as a fraction of the steps as a share (transformers reads warmup_steps < 1 so)."""
+    if key == "warmup_steps" and isinstance(value, float) and value < 1:
+        return f"warm-up {value:.0%} of the steps"
+    return f"{key} {value}"
 
 
 def _format(value) -> str:
@@ -361,27 +393,33 @@ def write_leaderboard(output_dir: str) -> str:
     ok = [c for c in cells if c["status"] == "ok"]
     protocols = sorted({c["protocol"] for c in cells if c.get("protocol")})
     thresholds = sorted({c["generalizes"] for c in cells if c.get("generalizes") is not None})
+    sample = round(statistics.median(sum(v["examples"] for v in c["accuracy"]["train"].values()) for c in ok)) \
+        if ok else 0
     lines = [
         "# Length-generalization leaderboard",
         "",
-        "Score: the mean accuracy over the difficulties above the training range (Delétang et al.'s score), of the",
-        "median and the best run of each model (a run: one seed at one learning rate); runs: how many have finished.",
-        "Fit: the accuracy on a sample of training examples (median run): a low fit means the model did not learn",
-        "the task at all, a high fit and a low score that it learnt it without extrapolating. ECE: the expected",
-        "calibration error of the answer tokens (10 equal-width bins of the top-label probability) over the score's",
-        "difficulties.",
+        "A run: one model trained once, at one seed and one learning rate. Difficulty: what a task's splits count (the "
+        "input's length on the Chomsky-hierarchy tasks; digits, depth or steps on the others): a run trains on the "
+        "lower difficulties and is scored on the higher ones. Score: the run's accuracy (per answer token on the "
+        "Chomsky-hierarchy tasks, as Delétang et al. score them; of the whole answer elsewhere) averaged over the "
+        "difficulties above the training range; the tables give each model's median and best run, and how many "
+        f"runs finished. Fit: the same accuracy on {sample} training examples, all lengths together (median run): a "
+        "low fit means the model did not learn the task at all, a high fit and a low score that it learnt it "
+        "without extrapolating. ECE: the expected calibration error of the answer tokens (10 equal-width bins of "
+        "the top-label probability) over the score's difficulties (median run).",
         "",
     ]
     shuffled = [c for c in ok if not per_length(c)]
     if shuffled:
-        lines += [f"{len(shuffled)} of the {len(ok)} runs were evaluated in batches that transformers' group_by_length "
-                  "shuffled, before lengthgen kept the evaluation order: their scores and fit stand (means over "
-                  "difficulties that hold equally many strings, and over all sampled strings); their curves, numbers "
-                  "per difficulty (accuracy_by_length.csv) and ECE are left out (the board's command with "
-                  "--rerun_shuffled runs them again).", ""]
+        lines += [(f"{len(shuffled)} of the {len(ok)} runs have their score and fit only: they were evaluated in "
+                   "batches that transformers' group_by_length shuffled, so their numbers per difficulty paired "
+                   "answers with other strings' lengths (the score, a mean over difficulties that hold equally many "
+                   "strings, and the fit stand). Their curves, rows of accuracy_by_length.csv and ECE are left out; "
+                   "the board's command with --rerun_shuffled runs them again."), ""]
     if protocols:
         lines += [f"Protocol: {', '.join(protocols)}" + (
-            f"; generalizing: the share of runs whose score reaches {', '.join(f'{t:g}' for t in thresholds)}."
+            f"; a run generalizes when its score reaches {', '.join(f'{t:g}' for t in thresholds)} (Delétang "
+            "et al.'s threshold for a solved task); generalizing: the share of a model's runs that do."
             if thresholds else "."), ""]
     board = PROTOCOLS.get(protocols[0]) if len(protocols) == 1 else None
     if board and board.models and all(c["budget"].get(key, value) == value for c in ok
@@ -390,17 +428,17 @@ def write_leaderboard(output_dir: str) -> str:
         lines += [board_status(board, ok), ""]
     lines += overview(summary, board, thresholds[0] if len(thresholds) == 1 else None)
     if any(r["published"] for r in summary):
-        lines += ["Published: the score the source reports for its counterpart of the model (named in the cell) on",
-                  "the same task, an aggregate over its runs stated below the tables (a maximum: compare it with the",
-                  "best run).", ""]
+        lines += [("Published, in each task's table: the score a paper reports for its counterpart of the model "
+                   "(named in the cell) on the same task, an aggregate over its runs stated at the end of the page "
+                   "(a maximum: compare it with the best run)."), ""]
     budgets = {json.dumps({k: v for k, v in c["budget"].items() if k != "learning_rate"}, sort_keys=True): c["budget"]
                for c in ok}
     if len(budgets) > 1:
         lines += [f"Cells were trained with {len(budgets)} different budgets (see each cell's JSON).", ""]
     elif budgets:
         rates = sorted({learning_rate(c) for c in ok if learning_rate(c) is not None})
-        budget = ", ".join(f"{k} {v}" for k, v in next(iter(budgets.values())).items()
-                           if k not in ("threads", "learning_rate"))
+        budget = ", ".join(_budget_entry(k, v) for k, v in next(iter(budgets.values())).items()
+                           if k not in QUIET_BUDGET_KEYS)
         budget += f"; learning rate{'s' if len(rates) > 1 else ''} of the finished runs {', '.join(map(_rate, rates))}"
         lines += [f"Training budget of every cell: {budget}.", ""]
     for task in sorted({r["task"] for r in summary}):
@@ -425,8 +463,9 @@ def write_leaderboard(output_dir: str) -> str:
                 f"Data: {data}.",
                 "",
                 *([f"![{task}](plots/{plot_name})", ""] if curves else []),
-                *([f"Curves from {len(curves)} of the task's {len(ok_cells)} runs (the others: scores without numbers "
-                   "per length).", ""] if len(curves) < len(ok_cells) else []),
+                *([(f"Curves from {len(curves)} of the task's {len(ok_cells)} runs; the other "
+                    f"{len(ok_cells) - len(curves)} have their score and fit only."), ""]
+                  if len(curves) < len(ok_cells) else []),
             ]
         lines += ["| model | score, median run | score, best run | generalizing | fit, median run | ECE, median run "
                   "| runs | published | failed |",
@@ -452,12 +491,13 @@ def write_leaderboard(output_dir: str) -> str:
                   "seconds of training and of evaluation, and the processor seconds of the whole cell (on a CPU the "
                   "cost when the cell has its threads to itself; wall-clock seconds grow when other work shares the "
                   "machine). On a GPU the wall-clock seconds are the cost, shared by the cells that ran at once.", "",
-                  "| model | cells | training steps | training seconds | evaluation seconds | processor seconds | "
-                  "machine |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  ("| model | parameters | cells | training steps | training seconds | evaluation seconds | "
+                   "processor seconds | machine |"),
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in cost(cells):
             cpu = "" if r["cpu_seconds"] is None else f"{r['cpu_seconds']:.1f}"
-            lines.append(f"| {r['model']} | {r['cells']} | {r['steps']:g} | {r['train_seconds']:.1f} | "
+            size = "" if r["parameters"] is None else f"{r['parameters']:,.0f}"
+            lines.append(f"| {r['model']} | {size} | {r['cells']} | {r['steps']:g} | {r['train_seconds']:.1f} | "
                          f"{r['eval_seconds']:.1f} | {cpu} | {r['machine']} |")
         lines.append("")
     path = os.path.join(output_dir, "leaderboard.md")

@@ -195,6 +195,21 @@ def test_held_out_accuracy_by_hand():
     assert list(leaderboard.tables.held_out(accuracy, "token_accuracy")) == [5, 6, 7]
 
 
+def test_the_overview_names_by_level_the_models_that_generalize():
+    """Best runs worked by hand: on even pairs (regular) m's runs 0.95 and 0.2 -> m generalizes, n (0.89) does not;
+    parity check (regular): nobody; reverse string (deterministic context-free): n with exactly the threshold."""
+    summary = [{"task": f"chomsky_hierarchy/{task}", "model": model, "best": best, "seeds": 2}
+               for task, model, best in [("even_pairs", "m", 0.95), ("even_pairs", "n", 0.89),
+                                         ("parity_check", "m", 0.5), ("parity_check", "n", 0.6),
+                                         ("reverse_string", "m", 0.3), ("reverse_string", "n", 0.9)]]
+    lines = leaderboard.tables.overview(summary, None, 0.9)
+    assert "| even pairs (4) | regular | **0.950** | 0.890 |" in lines
+    by_level = [line for line in lines if line.startswith("- **")]
+    assert by_level == ["- **regular**: m (even pairs); none on parity check.",
+                        "- **deterministic context-free**: n (reverse string)."]
+    assert not any(line.startswith("- **") for line in leaderboard.tables.overview(summary, None, None))
+
+
 def test_board_status_counts_the_protocols_cells():
     """A protocol of 2 models x 2 tasks x 2 rates: the four cells of task a (and those of a model off the board, at
     a rate or a seed off it) make 4 of 8, task a complete, task b not begun; tasks named as the tables name them."""
@@ -207,11 +222,11 @@ def test_board_status_counts_the_protocols_cells():
     cells += [{"model": "m", "task": "x/b", "learning_rate": 1e-4, "seed": 0}]
     assert leaderboard.tables.board_status(board, cells) == (
         "Board: 4 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 1 task complete "
-        "(even pairs), 0 begun, 1 not begun (not shown below).")
+        "(even pairs), 0 begun, 1 not begun (x/b: not shown below).")
     cells += [{"model": m, "task": "x/b", "learning_rate": r, "seed": 0} for m in ("m", "n") for r in (1e-3, 5e-4)]
     assert leaderboard.tables.board_status(board, cells) == (
         "Board: 8 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 2 tasks complete "
-        "(even pairs, x/b), 0 begun, 0 not begun (not shown below).")
+        "(even pairs, x/b), 0 begun.")
     one_rate = Protocol(name="p", description="", tasks=["x/b"], models=["m"], training={"learning_rate": 1e-4})
     assert leaderboard.tables.board_status(one_rate, cells).startswith("Board: 1 of the protocol's 1 cells")
 
@@ -245,7 +260,7 @@ def test_overview_is_the_best_run_of_each_model_on_each_task():
                {"task": "chomsky_hierarchy/even_pairs", "model": "m", "best": 0.5, "seeds": 2},
                {"task": "chomsky_hierarchy/reverse_string", "model": "n", "best": 0.8994, "seeds": 1}]
     lines = leaderboard.tables.overview(summary, board, 0.9)
-    assert lines[4:] == ["| task | level | m | n |", "| --- | --- | --- | --- |",
+    assert lines[4:9] == ["| task | level | m | n |", "| --- | --- | --- | --- |",
                          "| reverse string (1) | deterministic context-free | - | 0.899 |",
                          "| even pairs (5) | regular | 0.500 | **0.950** |", ""]
 
@@ -619,7 +634,8 @@ def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
     (row,) = read_csv(os.path.join(out, "leaderboard.csv"))
     share = sum(c["score"] >= chomsky.generalizes for c in cells) / len(cells)
     assert float(row["generalizing"]) == pytest.approx(share, abs=5e-4)
-    assert ("Protocol: chomsky; generalizing: the share of runs whose score reaches 0.9."
+    assert ("Protocol: chomsky; a run generalizes when its score reaches 0.9 (Delétang et al.'s threshold for a "
+            "solved task); generalizing: the share of a model's runs that do."
             in open(os.path.join(out, "leaderboard.md")).read())
     with pytest.raises(SystemExit):  # argparse names the valid protocols
         main(["--protocol", "nosuch", "--models", "lstm", "--output_dir", out])
@@ -758,9 +774,9 @@ def test_the_board_shows_the_published_score_beside_ours(tmp_path):
     cell = {"model": "lstm", "task": "chomsky_hierarchy/parity_check", "seed": 0, "learning_rate": 1e-4,
             "status": "ok", "metric": "token_accuracy", "score": 1.0, "score_difficulties": [41],
             "train_difficulties": [1, 40], "accuracy": accuracy, "train_steps": 10, "train_seconds": 1.0,
-            "eval_seconds": 1.0, "budget": {"max_steps": 10, "learning_rate": 1e-4}, "data_parameters": {},
-            "threads": 1, "hardware": {"cpu": "a CPU", "cpu_capability": "AVX2", "gpu": None},
-            "protocol": "chomsky", "generalizes": 0.9}
+            "eval_seconds": 1.0, "budget": {"max_steps": 10, "learning_rate": 1e-4, "warmup_steps": 0.1},
+            "data_parameters": {}, "threads": 1, "hardware": {"cpu": "a CPU", "cpu_capability": "AVX2", "gpu": None},
+            "protocol": "chomsky", "generalizes": 0.9, "parameters": 34312}
     os.makedirs(tmp_path / "cells")
     (tmp_path / "cells" / "cell.json").write_text(json.dumps(cell))
     page = open(leaderboard.write_leaderboard(str(tmp_path))).read()
@@ -768,7 +784,8 @@ def test_the_board_shows_the_published_score_beside_ours(tmp_path):
     assert f"Delétang et al. (2023) lstm {theirs:.3f}" in row and "| 1.000 | 1.000 | 1.000 |" in row
     assert published["deletang2023"]["citation"] in page
     assert f"Read from: {published['deletang2023']['read_from']}." in page  # where the cells were read
-    assert "| lstm | 1 | 10 | 1.0 | 1.0 |  | a CPU (AVX2), 1 thread |" in page  # what the cell cost
+    assert "| lstm | 34,312 | 1 | 10 | 1.0 | 1.0 |  | a CPU (AVX2), 1 thread |" in page  # what the cell cost
+    assert "Training budget of every cell: max_steps 10, warm-up 10% of the steps; learning rate" in page
     (csv_row,) = read_csv(str(tmp_path / "leaderboard.csv"))
     assert csv_row["published"] == f"Delétang et al. (2023) lstm {theirs:.3f}"
 
@@ -807,7 +824,8 @@ def test_cells_evaluated_in_shuffled_batches_keep_their_scores_but_not_their_cur
     row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
     # median score of 0.25 and 0.75, best 0.75; fit 1.0 from both; ECE (0.25 + 0.75) / 2 from the first alone
     assert row.startswith("| lstm | 0.500 | 0.750 |  | 1.000 | 0.500 | 2 |")
-    assert "1 of the 2 runs were evaluated in batches that transformers' group_by_length shuffled" in page
+    assert "1 of the 2 runs have their score and fit only: they were evaluated in batches that transformers' " \
+           "group_by_length shuffled" in page
     assert "Curves from 1 of the task's 2 runs" in page
     assert os.path.exists(tmp_path / "plots" / "chomsky_hierarchy-parity_check.png")
     by_length = read_csv(str(tmp_path / "accuracy_by_length.csv"))
