@@ -180,6 +180,8 @@ def summarize(cells: list[dict]) -> list[dict]:
              "metric": None, "generalizes": cell.get("generalizes"), "protocol": cell.get("protocol")},
         )
         if cell["status"] == "ok":
+            if cell.get("protocol") in PROTOCOLS and not on_protocol_data(PROTOCOLS[cell["protocol"]], cell, True):
+                row["protocol"] = None  # another answer layout than the published scores': none shown beside it
             row["scores"].append(cell["score"])
             row["fit"].append(fit(cell))
             if calibration(cell) is not None:
@@ -299,12 +301,13 @@ def _builder_defaults(task: str) -> dict:
     return resolve_task(task, "paper").defaults() if not task.startswith("hf:") else {}
 
 
-def on_protocol_data(board, cell: dict) -> bool:
-    """Whether `cell` ran on the protocol's data: the generating parameters it sets for every task and for the cell's
-    task, as the cell recorded them (one it did not record at its builder's default)."""
+def on_protocol_data(board, cell: dict, task_only: bool = False) -> bool:
+    """Whether `cell` ran on the protocol's data: the generating parameters it sets for every task (unless
+    `task_only`) and for the cell's task (an answer layout), as the cell recorded them (one it did not record at its
+    builder's default)."""
     from .cell import data_parameters  # (cell imports this module)
 
-    wanted = data_parameters({**board.dataset_param, **board.task_params.get(cell["task"], {})})
+    wanted = data_parameters({**({} if task_only else board.dataset_param), **board.task_params.get(cell["task"], {})})
     had = {**data_parameters(_builder_defaults(cell["task"])), **(cell.get("data_parameters") or {})}
     return all(had.get(key) == value for key, value in wanted.items())
 

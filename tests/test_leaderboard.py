@@ -788,6 +788,15 @@ def test_the_board_shows_the_published_score_beside_ours(tmp_path):
     assert "Training budget of every cell: max_steps 10, warm-up 10% of the steps; learning rate" in page
     (csv_row,) = read_csv(str(tmp_path / "leaderboard.csv"))
     assert csv_row["published"] == f"Delétang et al. (2023) lstm {theirs:.3f}"
+    # their stack-manipulation score is in the protocol's answer layout: not beside a run in the paper's
+    stack = published["deletang2023"]["scores"]["stack_manipulation"]["lstm"] / 100
+    for name, layout in [("code", True), ("paper", False)]:
+        (tmp_path / "cells" / f"{name}.json").write_text(json.dumps(
+            {**cell, "task": "chomsky_hierarchy/stack_manipulation", "data_parameters": {"stack_code_layout": layout}}))
+        rows = read_csv(leaderboard.write_leaderboard(str(tmp_path)).replace(".md", ".csv"))
+        shown = next(r["published"] for r in rows if r["task"].endswith("stack_manipulation"))
+        assert shown == (f"Delétang et al. (2023) lstm {stack:.3f}" if layout else "")
+        os.remove(tmp_path / "cells" / f"{name}.json")
 
 
 def test_abacus_numbers_the_tasks_digits_and_answer_slots():
