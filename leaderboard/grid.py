@@ -212,7 +212,8 @@ def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, bu
     with its traceback (the other cells go on); unless another process in the same folder (a shard, a GPU run whose
     cells were collected there) finished it since this run listed its cells, or while this one trained: then its
     record stands. `rerun_shuffled`: a finished record whose numbers per difficulty are not its strings' does not
-    count (`run_grid`). Returns (record, whether this call's record was written)."""
+    count (`run_grid`), and stays when its run again fails (the failure is returned, not written). Returns (record,
+    whether this call ran the cell)."""
     if (record := finished(path, rerun_shuffled)) is not None:
         return record, False
     try:
@@ -224,7 +225,8 @@ def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, bu
     if (other := finished(path, rerun_shuffled)) is not None:
         return other, False
     record.update(stamp)
-    write_json(path, record)
+    if record["status"] == "ok" or finished(path) is None:  # a failure never replaces a finished score
+        write_json(path, record)
     return record, True
 
 

@@ -562,6 +562,15 @@ def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_pat
     modified = os.path.getmtime(cells[1])
     main(args)
     assert json.load(open(cells[0])) == old  # a plain re-run keeps it
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    with pytest.MonkeyPatch.context() as patch:  # run again and failed: the cell's score stands, the failure is named
+        patch.setattr(leaderboard.cell, "run_cell", out_of_memory)
+        records = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 2, out, before[0]["budget"],
+                                       params=TINY, threads=1, learning_rates=[1e-3], rerun_shuffled=True)
+    assert [r["status"] for r in records if r["seed"] == 0] == ["failed"]
+    assert json.load(open(cells[0])) == old
     main([*args, "--rerun_shuffled"])
     again = json.load(open(cells[0]))
     assert again["evaluation_order"] == "rows" and again["score"] == before[0]["score"]
