@@ -33,7 +33,8 @@ over it:
 the same arguments and output folder run the whole grid once, and each writes the tables from all the cells there.
 `--workers K` runs K cells at a time in K processes of one machine (`--threads` each): its cores, or one GPU.
 `--rerun_shuffled` runs again the finished cells whose numbers per length were scrambled: evaluated under
-`group_by_length` before lengthgen read evaluation batches in the rows' order (their scores and fit stand).
+`group_by_length` before lengthgen read evaluation batches in the rows' order (same seed, so the same score on the
+same CPU and threads).
 """
 
 import argparse
@@ -79,8 +80,8 @@ def main(argv=None):
                              "shared by several of these small models")
     parser.add_argument("--rerun_shuffled", action="store_true",
                         help="run again, in their place, the finished cells evaluated in batches that group_by_length "
-                             "shuffled (written before lengthgen kept the rows' order): their scores stand, their "
-                             "numbers per length come back")
+                             "shuffled (written before lengthgen kept the rows' order): their numbers per length come "
+                             "back, their scores the same on the same CPU and threads")
     parser.add_argument("--leaderboard_only", action="store_true", help="rewrite the leaderboard from the cells")
     args = parser.parse_args(argv)
     check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,

@@ -41,7 +41,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     once.
     `rerun_shuffled` runs again, in their place, the finished cells whose numbers per difficulty are not their own
     strings' (evaluated in batches that `group_by_length` shuffled, before lengthgen kept the rows' order;
-    `tables.per_length`): their scores stand, their curves come back.
+    `tables.per_length`): their curves come back (the same score on the same CPU and threads).
     `protocol` and `generalizes` (the score at which a run counts as generalizing) are recorded in each cell.
     `workers` > 1 runs that many cells at a time, each in its own process with `threads` threads (default 1): the
     cores of a machine, or one GPU shared by several small models. Each cell is written as it finishes, so a run

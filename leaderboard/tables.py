@@ -264,8 +264,8 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
         return f"**{score:.3f}**" if threshold is not None and score >= threshold else f"{score:.3f}"
 
     lines = ["## Best run of each model", "",
-             "The score of each model's best run on each task" + (f", in bold from {threshold:g} (a run that generalizes)"
-                                                                 if threshold is not None else "")
+             "The score of each model's best run on each task"
+             + (f", in bold from {threshold:g} (a run that generalizes)" if threshold is not None else "")
              + "; the runs finished on the task in brackets; -: no finished run yet. Each task's table below has "
              "the median, the fit and the published scores.", "",
              "| task | level | " + " | ".join(models) + " |",
@@ -288,9 +288,10 @@ def overview(summary: list[dict], board, threshold: float | None) -> list[str]:
               "tasks on which none does:", ""]
     for level, names in levels.items():
         solved = {m: [task_label(t) for t in names if generalizes(t, m)] for m in models}
-        text = "; ".join(f"{m} ({', '.join(on)})" for m, on in solved.items() if on) or "no model"
-        unsolved = [task_label(t) for t in names if not any(generalizes(t, m) for m in models)]
-        lines.append(f"- **{level}**: {text}" + (f"; none on {', '.join(unsolved)}" if unsolved else "") + ".")
+        text = "; ".join(f"{m} ({', '.join(on)})" for m, on in solved.items() if on)
+        unsolved = ", ".join(task_label(t) for t in names if not any(generalizes(t, m) for m in models))
+        text = f"{text}; none on {unsolved}" if text and unsolved else text or f"no model, on {unsolved}"
+        lines.append(f"- **{level}**: {text}.")
     return lines + [""]
 
 

@@ -208,6 +208,9 @@ def test_the_overview_names_by_level_the_models_that_generalize():
     assert by_level == ["- **regular**: m (even pairs); none on parity check.",
                         "- **deterministic context-free**: n (reverse string)."]
     assert not any(line.startswith("- **") for line in leaderboard.tables.overview(summary, None, None))
+    nobody = [r for r in summary if r["task"].endswith("parity_check")]
+    assert [line for line in leaderboard.tables.overview(nobody, None, 0.9) if line.startswith("- **")] == [
+        "- **regular**: no model, on parity check."]
 
 
 def test_board_status_counts_the_protocols_cells():
@@ -571,7 +574,15 @@ def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_pat
                                        params=TINY, threads=1, learning_rates=[1e-3], rerun_shuffled=True)
     assert [r["status"] for r in records if r["seed"] == 0] == ["failed"]
     assert json.load(open(cells[0])) == old
-    main([*args, "--rerun_shuffled"])
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Pool(ThreadPoolExecutor):  # --workers, its workers as threads of this process
+        def __init__(self, workers, mp_context=None, initializer=None, initargs=()):
+            super().__init__(workers, initializer=initializer, initargs=initargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(leaderboard.grid, "ProcessPoolExecutor", Pool)
+        main([*args, "--rerun_shuffled", "--workers", "2"])
     again = json.load(open(cells[0]))
     assert again["evaluation_order"] == "rows" and again["score"] == before[0]["score"]
     assert again["accuracy"] == before[0]["accuracy"]
