@@ -34,9 +34,9 @@ def read_output_dir(output_dir: str) -> tuple[dict, ExperimentResult]:
     if base is not None:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-        if base not in CONFIG_MAPPING_NAMES:
-            raise ReleaseError(f"{output_dir} holds an answer-slots reader over {base}, whose code does not travel "
-                               "with the reader's: it loads where lengthgen is installed, not from the folder alone.")
+        if base not in CONFIG_MAPPING_NAMES and not config["base_config"].get("auto_map"):
+            raise ReleaseError(f"{output_dir} holds an answer-slots reader over {base} saved without {base}'s code: "
+                               "load it with lengthgen and save it again (save_pretrained carries the base's code).")
     return config, result
 
 
@@ -53,7 +53,8 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
         raise ReleaseError(f"Target folder {target} exists and is not empty.")
 
     code_files = sorted(f for f in os.listdir(output_dir) if f.endswith(".py"))  # the auto_map modules and their imports
-    missing = {ref.split("--")[-1].split(".")[0] + ".py" for ref in config["auto_map"].values()} - set(code_files)
+    refs = [*config["auto_map"].values(), *((config.get("base_config") or {}).get("auto_map") or {}).values()]
+    missing = {ref.split("--")[-1].split(".")[0] + ".py" for ref in refs} - set(code_files)
     if missing:
         raise ReleaseError(f"{output_dir} lacks the model code its auto_map names: {', '.join(sorted(missing))}.")
     files = ["config.json", "model.safetensors", *code_files]

@@ -50,6 +50,20 @@ def test_reader_saved_and_read_back_gives_the_same_logits(tmp_path, base_config)
         assert model_type_of(loaded) == (base_config.model_type if base_config is not None else "lstm")
 
 
+def test_a_base_of_lengthgen_travels_with_the_reader_but_not_through_push_to_hub(tmp_path):
+    """A Stack-RNN base's modules are saved beside the reader's, named in base_config's auto_map (the release test
+    loads such a folder without lengthgen); `save_pretrained(push_to_hub=True)` would upload only files it wrote itself,
+    so it is refused before anything is written; a base whose model type is installed nowhere is named."""
+    reader = AnswerReader(AnswerSlotsConfig(base_config=StackRNNConfig(vocab_size=9, hidden_size=8)))
+    with pytest.raises(ValueError, match="saved, then uploaded as a folder"):
+        reader.save_pretrained(tmp_path / "pushed", push_to_hub=True)
+    assert not (tmp_path / "pushed").exists()
+    reader.save_pretrained(tmp_path / "saved")
+    assert {"configuration_stack_rnn.py", "modeling_stack_rnn.py"} <= set(os.listdir(tmp_path / "saved"))
+    with pytest.raises(ValueError, match="model type 'nosuch' is not installed here"):
+        AnswerSlotsConfig(base_config={"model_type": "nosuch", "vocab_size": 9, "hidden_size": 8})
+
+
 def test_answer_slots_run_is_evaluated_again_from_its_output_folder(tmp_path):
     """A trained answer-slots run writes a loadable model and its card; `--model_name_or_path` on that folder (the head
     read from its config, its own tokenizer) scores the test split exactly as the run did."""

@@ -1,8 +1,11 @@
 """The answer-slots reader: any base model under one linear layer that predicts the answer's tokens at the `[MASK]`
 slots after the input. No task-specific head: how the leaderboard compares architectures."""
 
+import os
+
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
+from transformers.dynamic_module_utils import custom_object_save
 from transformers.modeling_outputs import MaskedLMOutput
 
 from .configuration_answer_slots import AnswerSlotsConfig
@@ -37,10 +40,30 @@ class AnswerReader(PreTrainedModel):
         super().__init__(config)  # (before the base: it sets the sub-config's attention implementation the base reads)
         if config.base_config is None:
             self.base = LSTMEncoder(config.vocab_size, config.hidden_size)
-        else:  # `trust_remote_code`: a base whose code comes with its config (from scratch; not when read back)
-            self.base = AutoModel.from_config(config.base_config, trust_remote_code=trust_remote_code)
+        else:  # `trust_remote_code`: a base whose code comes with its config; read back from the reader's own folder
+            # (trusted to load this reader) where the base's code is not installed
+            from_folder = type(config.base_config).__module__.startswith("transformers_modules")
+            self.base = AutoModel.from_config(config.base_config, trust_remote_code=trust_remote_code or from_folder)
         self.head = nn.Linear(config.hidden_size, config.vocab_size)
         self.post_init()
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' `save_pretrained`; a base whose code is not transformers' (lengthgen's own models) is saved
+        with its modules beside the reader's and its `auto_map` in `base_config`, so that the folder loads with
+        transformers alone (`trust_remote_code=True`)."""
+        base_config = self.config.base_config
+        if base_config is not None and not type(self.base).__module__.startswith("transformers."):
+            if kwargs.get("push_to_hub"):
+                raise ValueError("A reader over a base whose code travels with it is saved, then uploaded as a folder "
+                                 "(lengthgen release --push, or huggingface_hub's upload_folder).")
+            os.makedirs(save_directory, exist_ok=True)
+            auto_map = {}
+            for part in (base_config, self.base):  # their modules and relative imports, and their auto_map entries
+                entry = {}
+                custom_object_save(part, save_directory, config=entry)
+                auto_map.update(entry.get("auto_map", {}))
+            base_config.auto_map = auto_map
+        super().save_pretrained(save_directory, *args, **kwargs)
 
     def _init_weights(self, module):
         """Nothing: the base model initialised its own modules; the LSTM and the head keep PyTorch's initialisation."""
