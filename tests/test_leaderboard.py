@@ -3,6 +3,7 @@ import glob
 import json
 import os
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -545,6 +546,13 @@ def test_a_failure_never_replaces_a_cell_another_process_finished(tmp_path, monk
     assert json.load(open(path)) == theirs
 
 
+class ThreadWorkers(ThreadPoolExecutor):
+    """`--workers`' process pool with its workers as threads of this process (what a test can reach into)."""
+
+    def __init__(self, workers, mp_context=None, initializer=None, initargs=()):
+        super().__init__(workers, initializer=initializer, initargs=initargs)
+
+
 def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_path):
     """A cell written before evaluation kept the rows' order under group_by_length (no `evaluation_order`) stands on a
     plain re-run; `--rerun_shuffled` runs it again in its place, to the same score, and leaves in-order cells be."""
@@ -574,14 +582,8 @@ def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_pat
                                        params=TINY, threads=1, learning_rates=[1e-3], rerun_shuffled=True)
     assert [r["status"] for r in records if r["seed"] == 0] == ["failed"]
     assert json.load(open(cells[0])) == old
-    from concurrent.futures import ThreadPoolExecutor
-
-    class Pool(ThreadPoolExecutor):  # --workers, its workers as threads of this process
-        def __init__(self, workers, mp_context=None, initializer=None, initargs=()):
-            super().__init__(workers, initializer=initializer, initargs=initargs)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(leaderboard.grid, "ProcessPoolExecutor", Pool)
+        patch.setattr(leaderboard.grid, "ProcessPoolExecutor", ThreadWorkers)
         main([*args, "--rerun_shuffled", "--workers", "2"])
     again = json.load(open(cells[0]))
     assert again["evaluation_order"] == "rows" and again["score"] == before[0]["score"]
@@ -593,14 +595,13 @@ def test_a_worker_that_dies_sends_the_cells_it_took_along_to_a_fresh_pool(tmp_pa
     """With --workers, each cell is written by its worker as it finishes. A worker process that dies (killed, out of
     memory) breaks the pool: the cells in flight and queued come back as BrokenProcessPool and go to a fresh pool; a
     cell whose process dies again with nothing else finished stops the run, named, the finished cells written."""
-    from concurrent.futures import ThreadPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     pools = []
 
-    class Pool(ThreadPoolExecutor):  # the workers as threads of this process, so that one can be made to die
-        def __init__(self, workers, mp_context=None, initializer=None, initargs=()):
-            super().__init__(workers, initializer=initializer, initargs=initargs)
+    class Pool(ThreadWorkers):  # so that one of its workers can be made to die
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
             pools.append(self)
 
     real = leaderboard.grid.run_in_worker
