@@ -106,10 +106,14 @@ def describe(record: dict) -> str:
     return f"{record['model']} / {record['task']} / {run_label(record)}"
 
 
+def fit_sample(cell: dict) -> int:
+    """How many training examples the fit was measured on."""
+    return sum(v["examples"] for v in cell["accuracy"]["train"].values())
+
+
 def fit(cell: dict) -> float:
     """Accuracy on the sample of training examples (all of them, not per difficulty)."""
-    values = cell["accuracy"]["train"].values()
-    return sum(v[cell["metric"]] * v["examples"] for v in values) / sum(v["examples"] for v in values)
+    return sum(v[cell["metric"]] * v["examples"] for v in cell["accuracy"]["train"].values()) / fit_sample(cell)
 
 
 def held_out(accuracy: dict, metric: str) -> dict[int, float]:
@@ -397,8 +401,7 @@ def write_leaderboard(output_dir: str) -> str:
     ok = [c for c in cells if c["status"] == "ok"]
     protocols = sorted({c["protocol"] for c in cells if c.get("protocol")})
     thresholds = sorted({c["generalizes"] for c in cells if c.get("generalizes") is not None})
-    sample = round(statistics.median(sum(v["examples"] for v in c["accuracy"]["train"].values()) for c in ok)) \
-        if ok else 0
+    sample = round(statistics.median(fit_sample(c) for c in ok)) if ok else 0
     lines = [
         "# Length-generalization leaderboard",
         "",
