@@ -359,8 +359,11 @@ def test_generate_continues_across_windows(family):
     assert torch.equal(short, decoder.generate(x[:, :3], max_new_tokens=5, do_sample=False, pad_token_id=0))
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_window_checkpointing_gives_the_same_gradients(family):
+@pytest.mark.filterwarnings("ignore:`gradient_checkpointing_enable` is deprecated:FutureWarning")
+@pytest.mark.parametrize("family, enable", [(family, "gradient_checkpointing_enable") for family in FAMILIES] + [
+    # transformers 5.23 renamed it, keeping the old name
+    ("llama", "activation_checkpointing_enable")] * hasattr(CausalLMWithRecurrence, "activation_checkpointing_enable"))
+def test_window_checkpointing_gives_the_same_gradients(family, enable):
     model, _ = models(family)
     model.train()  # no dropout in these configs
     x = tokens(37)
@@ -372,8 +375,12 @@ def test_window_checkpointing_gives_the_same_gradients(family):
         return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
     plain_loss, plain = loss_and_grads()
-    model.gradient_checkpointing_enable()
+    getattr(model, enable)()
+    checkpointed = []
+    checkpoint = model._gradient_checkpointing_func
+    model._gradient_checkpointing_func = lambda step, *args: checkpointed.append(step) or checkpoint(step, *args)
     loss, grads = loss_and_grads()
+    assert len(checkpointed) == 7  # whole windows: 37 tokens in windows of 8 overlapping by 3
     torch.testing.assert_close(loss, plain_loss)
     assert grads.keys() == plain.keys() and any(n.startswith("recurrence.ffn") for n in grads)
     for name, grad in grads.items():
