@@ -22,15 +22,20 @@ TINY = dict(train_lengths=(1, 4), test_lengths=(5, 8), train_size=400, test_size
 FAST = {"max_steps": 120, "per_device_train_batch_size": 32, "learning_rate": 5e-3}
 
 
-def build_model(name, vocab_size=12):
-    """The leaderboard's model `name` for a vocabulary of `vocab_size` word tokens (special tokens included)."""
+def tiny_tokenizer(vocab_size=12):
+    """A task's word-level tokenizer of `vocab_size` tokens (special tokens included)."""
     from datasets import Dataset
 
     words = [str(i) for i in range(vocab_size - 6)]  # the tokenizer adds its 5 special tokens and <unk>
     tokenizer = answer_slots_tokenizer({"train": Dataset.from_dict({"input": [" ".join(words)], "target": ["0"]})})
     assert len(tokenizer) == vocab_size
+    return tokenizer
+
+
+def build_model(name, vocab_size=12):
+    """The leaderboard's model `name` for a vocabulary of `vocab_size` word tokens (special tokens included)."""
     torch.manual_seed(0)
-    return load_answer_reader(ModelArguments(**leaderboard.model_section(name)), tokenizer)
+    return load_answer_reader(ModelArguments(**leaderboard.model_section(name)), tiny_tokenizer(vocab_size))
 
 
 def test_answer_layout_by_hand():
@@ -117,7 +122,18 @@ CAUSAL = {"rope", "randomized_rope", "alibi", "lstm", "sequential_universal_tran
 
 @pytest.mark.parametrize("name", list(leaderboard.MODELS))
 def test_presets_share_the_budget_and_causal_ones_do_not_look_ahead(name):
+    from transformers.trainer_utils import align_special_tokens
+
     model = build_model(name).eval()
+    # the configs hold the tokenizer's special tokens: transformers' Trainer, which copies the tokenizer's into them
+    # where they differ (with a warning), finds nothing to change
+    configs = [model.config] + ([model.base.config] if hasattr(model.base, "config") else [])
+    before = [c.to_json_string() for c in configs]
+    tokenizer = tiny_tokenizer()
+    align_special_tokens(model, tokenizer)
+    assert [c.to_json_string() for c in configs] == before
+    assert (model.config.pad_token_id, model.config.bos_token_id, model.config.eos_token_id) == (
+        tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id)
     config = getattr(model.base, "config", None)
     if config is not None:
         assert config.hidden_size == SIZE["hidden_size"]
