@@ -3,6 +3,7 @@ import glob
 import json
 import os
 import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -162,11 +163,14 @@ def read_csv(path):
 
 def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     out = str(tmp_path / "leaderboard")
+    cpu_start = time.process_time()
     records = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 1, out, FAST, params=TINY)
+    grid_cpu = time.process_time() - cpu_start
     (cell,) = records
     assert cell["status"] == "ok" and cell["train_steps"] == FAST["max_steps"]
-    # the cell's processor time covers its training and evaluation (what it costs whatever shares the machine)
-    assert cell["cpu_seconds"] > 0.5 * (cell["train_seconds"] + cell["eval_seconds"]) / torch.get_num_threads()
+    # the cell's processor time (what it costs whatever shares the machine): most of the grid's, which only adds
+    # preparing the data and writing the tables
+    assert 0.5 * grid_cpu < cell["cpu_seconds"] <= grid_cpu + 0.05
     first, last = cell["train_loss_first_last"]
     assert last < first
     from lengthgen.leaderboard.tables import fit
