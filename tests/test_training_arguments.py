@@ -14,6 +14,7 @@ from transformers import GPT2Config
 from lengthgen.commands.train import main as train
 from lengthgen.data.tokenization import word_tokenizer
 from lengthgen.training import causal_lm, pieces
+from lengthgen.training.arguments import TrainingArguments
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,6 +44,19 @@ def test_tensorboard_by_default_logs_under_the_output_dir(tmp_path, monkeypatch,
     logs = event_files(tmp_path / "out")
     assert logs and all(path.parent.parent == tmp_path / "out" / "runs" for path in logs)
     assert not (tmp_path / "runs").exists()
+
+
+def test_every_script_pins_memory_only_where_there_is_an_accelerator(tmp_path):
+    """transformers pins the data loaders' memory by default, and torch warns at every loader where no accelerator
+    takes it: the classification runner's, the recurrent LM's and the QA script's arguments leave it off there."""
+    from lengthgen.training import question_answering
+
+    runner = TrainingArguments(output_dir=str(tmp_path))
+    recurrent = causal_lm.parse_args(["--model_name_or_path", "gpt2", "--corpus", "wikitext103",
+                                      "--output_dir", str(tmp_path)])[-1]
+    qa = question_answering.parse_args(["--model_name_or_path", "roberta-base", "--output_dir", str(tmp_path)])[-1]
+    for arguments in (runner, recurrent, qa):
+        assert arguments.dataloader_pin_memory == torch.accelerator.is_available()
 
 
 def trained(tmp_path: Path) -> Path:

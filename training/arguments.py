@@ -15,6 +15,7 @@ import difflib
 import os
 from dataclasses import dataclass, field
 
+import torch
 from transformers import HfArgumentParser
 from transformers import TrainingArguments as HFTrainingArguments
 from transformers.integrations import TensorBoardCallback
@@ -153,6 +154,8 @@ class TrainingArguments(HFTrainingArguments):
 
     def __post_init__(self):
         check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch})
+        if not torch.accelerator.is_available():
+            self.dataloader_pin_memory = False  # nothing to pin memory for (torch would warn at every data loader)
         super().__post_init__()
 
 

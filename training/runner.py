@@ -273,8 +273,6 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     head = models.infer_head(model_args)
     if training_args.ddp_find_unused_parameters is None:
         training_args.ddp_find_unused_parameters = False  # every parameter takes part in the loss
-    if not torch.cuda.is_available():
-        training_args.dataloader_pin_memory = False  # nothing to pin memory for
     if quiet:
         quiet_logs()
 
