@@ -154,7 +154,9 @@ class TrainingArguments(HFTrainingArguments):
 
     def __post_init__(self):
         check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch})
-        if not torch.accelerator.is_available():
+        # torch.accelerator came with torch 2.6; before it, CUDA is the accelerator asked about
+        accelerator = torch.accelerator.is_available() if hasattr(torch, "accelerator") else torch.cuda.is_available()
+        if not accelerator:
             self.dataloader_pin_memory = False  # nothing to pin memory for (torch would warn at every data loader)
         super().__post_init__()
 
