@@ -5,7 +5,8 @@ and what `lengthgen train` and the example scripts take on the command line, und
 * `DataArguments`: the dataset (a lengthgen builder with its generating parameters, or any `load_dataset` path) and
   the evaluation sets;
 * `TrainingArguments`: transformers' own, with TensorBoard logs under the output folder by default, a wall-clock
-  budget (`max_train_seconds`) and the I-BERT paper's per-epoch decay of the learning rate (`lr_decay_per_epoch`);
+  budget (`max_train_seconds`), the I-BERT paper's per-epoch decay of the learning rate (`lr_decay_per_epoch`), and
+  the data loaders' memory pinned only where an accelerator takes it;
 * `DistillationArguments`: a teacher to distill from.
 
 Mistakes are named here, before anything is loaded (`UsageError`: one line on the command line).
@@ -140,6 +141,16 @@ class DataArguments:
         return parse_params(self.dataset_param)
 
 
+def pinned_memory_helps() -> bool:
+    """Whether pinning the data loaders' memory speeds up copies to an accelerator: there is one, and it is not
+    Apple's MPS, which torch does not pin for (torch.accelerator came with torch 2.6; before it, CUDA is the one asked
+    about)."""
+    if not hasattr(torch, "accelerator"):
+        return torch.cuda.is_available()
+    device = torch.accelerator.current_accelerator(check_available=True)
+    return device is not None and device.type != "mps"
+
+
 @dataclass
 class TrainingArguments(HFTrainingArguments):
     report_to: None | str | list[str] = field(default="tensorboard", metadata={
@@ -154,10 +165,8 @@ class TrainingArguments(HFTrainingArguments):
 
     def __post_init__(self):
         check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch})
-        # torch.accelerator came with torch 2.6; before it, CUDA is the accelerator asked about
-        accelerator = torch.accelerator.is_available() if hasattr(torch, "accelerator") else torch.cuda.is_available()
-        if not accelerator:
-            self.dataloader_pin_memory = False  # nothing to pin memory for (torch would warn at every data loader)
+        if not pinned_memory_helps():
+            self.dataloader_pin_memory = False  # torch would warn at every data loader
         super().__post_init__()
 
 

@@ -250,7 +250,8 @@ def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
                              "to train one from scratch give --config_name or --model_type.")
         return AnswerReader.from_pretrained(source)
     vocab_size = len(tokenizer)
-    # the tokenizer's special tokens, which transformers' Trainer would otherwise copy into the configs with a warning
+    # the tokenizer's special tokens in the reader's config, where transformers' Trainer would otherwise copy them with
+    # a warning
     special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                    eos_token_id=tokenizer.eos_token_id)
     config = load_config(model_args, tokenizer, answer_slots=True)
@@ -259,9 +260,9 @@ def load_answer_reader(model_args: ModelArguments, tokenizer) -> AnswerReader:
         return AnswerReader(AnswerSlotsConfig(vocab_size=vocab_size, hidden_size=hidden_size, **special))
     if not hasattr(config, "vocab_size"):
         raise UsageError(f"{config.model_type} has no token vocabulary; it cannot read text tasks.")
-    config.vocab_size = vocab_size
-    config.update(special)
-    return AnswerReader(AnswerSlotsConfig(base_config=config, **special), trust_remote_code=model_args.trust_remote_code)
+    config.vocab_size, config.pad_token_id = vocab_size, tokenizer.pad_token_id
+    reader_config = AnswerSlotsConfig(base_config=config, **special)
+    return AnswerReader(reader_config, trust_remote_code=model_args.trust_remote_code)
 
 
 def model_type_of(model: nn.Module) -> str:
