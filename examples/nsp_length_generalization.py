@@ -6,7 +6,7 @@ both on the trained digit counts and on longer, unseen ones, prints the accuracy
 number right) and writes a plot, one line per model.
 
     python examples/nsp_length_generalization.py                      # the presets' default, no download
-    python examples/nsp_length_generalization.py --task add --train_digits 1 5 --validation_digits 6 8 --epochs 30
+    python examples/nsp_length_generalization.py --task add --train_digits 1 5 --validation_digits 6 8 --epochs 10
 
 The two models are the reproduction presets `ibert-nsp-copy-small` and `bert-nsp-copy-small` (presets/reproduction.yaml,
 sized to show the contrast of the paper's Figure 4 in minutes on 2 CPU cores; the paper trains base-size models on

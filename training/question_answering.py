@@ -67,7 +67,8 @@ class RecurrentQAArguments:
     use_recurrence: bool | None = field(default=None, metadata={"help": "False: the disjoint baseline."})
     insertion_layer: int | None = field(default=None, metadata={"help": "l_ins (paper: 2)."})
     recurrence_hidden_size: int | None = field(default=None, metadata={"help": "MLP width (paper: 768)."})
-    recurrence_num_hidden_layers: int | None = field(default=None, metadata={"help": "MLP hidden layers (paper: 2)."})
+    recurrence_num_hidden_layers: int | None = field(
+        default=None, metadata={"help": "MLP hidden layers (paper: 1, its \"2 layer\" MLP)."})
     recurrence_pooling: str | None = field(default=None, metadata={"help": "last_layer (paper) or layer_weighted."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
