@@ -14,8 +14,9 @@ of each gives sequences per second, and the ratios to BERT are printed.
 Paper (Titan V, PTB char): I-BERT 72, BERT 88, XLNet 35 sequences/s, i.e. I-BERT = 0.82x BERT.
 
 Model FLOPs utilisation (MFU): the FLOPs of one training step (forward + backward, counted by
-`torch.utils.flop_counter.FlopCounterMode`, plus the LSTM's products; the optimizer's few left out) per median step time, as a fraction of the
-GPU's datasheet dense bf16 peak and of the rate of a large bf16 matrix product measured in this process.
+`torch.utils.flop_counter.FlopCounterMode`, plus the LSTM's products; the optimizer's few left out) per median step
+time, as a fraction of the GPU's datasheet dense bf16 peak and of the rate of a large bf16 matrix product measured in
+this process.
 """
 
 import argparse
@@ -50,7 +51,9 @@ def make_batch(args, length, generator):
     """Random ids with a fixed 15% of positions masked; labels only there (and XLNet's two-stream targets)."""
     input_ids = torch.randint(5, args.vocab_size, (args.batch_size, length), generator=generator)
     num_masked = max(1, int(0.15 * length))
-    masked = torch.stack([torch.randperm(length, generator=generator)[:num_masked].sort().values for _ in range(args.batch_size)])
+    masked = torch.stack(
+        [torch.randperm(length, generator=generator)[:num_masked].sort().values for _ in range(args.batch_size)]
+    )
     labels = torch.full_like(input_ids, -100).scatter(1, masked, input_ids.gather(1, masked))
     masked_inputs = input_ids.scatter(1, masked, 4)
     attention_mask = torch.ones_like(input_ids)

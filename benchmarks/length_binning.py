@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Batches binned by length against random batches on this CPU: padded tokens and training time, per NDR preset.
 
-    python benchmarks/length_binning.py --models ndr-simple-arithmetic-128 ndr-listops-128 --json docs/length_binning.json
+    python benchmarks/length_binning.py --models ndr-simple-arithmetic-128 ndr-listops-128 \\
+        --json docs/length_binning.json
 
 `--train_sampling_strategy group_by_length` makes the Trainer draw batches with transformers' `LengthGroupedSampler`:
 it shuffles, cuts the data into mega-batches of 50 batches, sorts each by length and splits it into batches, so each
@@ -78,8 +79,10 @@ def measure(name: str, args, bf16: bool) -> dict:
             optimizers[m].step()
             optimizers[m].zero_grad()
             seconds[m] += time.perf_counter() - start
-    padding = {m: sum(b["input_ids"].numel() for b in batches[m]) / sum(int(b["attention_mask"].sum()) for b in batches[m])
-               for m in models}  # padded tokens per real token
+    padding = {  # padded tokens per real token
+        m: sum(b["input_ids"].numel() for b in batches[m]) / sum(int(b["attention_mask"].sum()) for b in batches[m])
+        for m in models
+    }
     return {
         "model": name, "batch_size": args.batch_size, "batches": args.batches,
         "seconds_per_step": {m: s / args.batches for m, s in seconds.items()},

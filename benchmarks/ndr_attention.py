@@ -106,7 +106,9 @@ KINDS = {"geometric (fused)": fused, "geometric (PyTorch)": pytorch, "softmax (S
 def inputs(args, n):
     g = torch.Generator().manual_seed(n)
     shape = (args.batch_size, args.heads, n, args.head_size)
-    return [torch.randn(shape, generator=g).to(args.device, getattr(torch, args.dtype)).requires_grad_() for _ in range(3)]
+    return [
+        torch.randn(shape, generator=g).to(args.device, getattr(torch, args.dtype)).requires_grad_() for _ in range(3)
+    ]
 
 
 def synchronize(device):
@@ -291,7 +293,8 @@ def main(argv=None):
     parser.add_argument("--pytorch_max", type=int, default=1024, help="longest N run on the PyTorch path")
     parser.add_argument("--end_to_end", action="store_true", help="NDR training and evaluation steps instead")
     parser.add_argument("--eval_lengths", type=int, nargs="*", default=[256, 1024])
-    parser.add_argument("--train_batch_size", type=int, help="end to end: training batch (default: CTL 128, ListOps 32)")
+    parser.add_argument("--train_batch_size", type=int,
+                        help="end to end: training batch (default: CTL 128, ListOps 32)")
     parser.add_argument("--eval_batch_size", type=int, default=4)
     parser.add_argument("--end_to_end_repeats", type=int, default=5)
     parser.add_argument("--overrides", type=overrides, default={},
@@ -312,7 +315,11 @@ def main(argv=None):
         args.lengths = [16, 64, 256, 1024] + ([4096, 8192] if args.device.startswith("cuda") else [])
     counts = list(dict.fromkeys(args.threads or [1, torch.get_num_threads()]))
     kernel = args.device == "cpu" and geometric_attention_cpu.load() is not None
-    print(f"fused CPU kernel: {'built for ' + geometric_attention_cpu.native_isa() if kernel else 'not available (the fused rows run the PyTorch path)'}")
+    kernel_state = (
+        "built for " + geometric_attention_cpu.native_isa() if kernel
+        else "not available (the fused rows run the PyTorch path)"
+    )
+    print(f"fused CPU kernel: {kernel_state}")
     threads = torch.get_num_threads()
     try:
         by_threads = measure_end_to_end(args, counts) if args.end_to_end else measure(args, counts)
@@ -337,7 +344,9 @@ def report(args, results: dict, threads: int):
     if args.end_to_end:
         print(f"{threads} thread(s): NDR step time (s), median; ratio to softmax + relative")
         for case, r in results.items():
-            row = "  ".join(f"{name} {s:.3f} ({r['ratio_to_softmax_relative'][name]:.2f}x)" for name, s in r["seconds"].items())
+            row = "  ".join(
+                f"{name} {s:.3f} ({r['ratio_to_softmax_relative'][name]:.2f}x)" for name, s in r["seconds"].items()
+            )
             print(f"{case}: {row}")
         return
     print(f"{threads} thread(s): forward + backward, batch {args.batch_size}, {args.heads} heads, d_head "

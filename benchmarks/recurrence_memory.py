@@ -99,7 +99,8 @@ def build(args):
         from transformers import LlamaConfig, LlamaForCausalLM
 
         decoder = LlamaForCausalLM(LlamaConfig(
-            vocab_size=args.vocab_size, hidden_size=args.n_embd, intermediate_size=256 * round(8 * args.n_embd / 3 / 256),
+            vocab_size=args.vocab_size, hidden_size=args.n_embd,
+            intermediate_size=256 * round(8 * args.n_embd / 3 / 256),
             num_hidden_layers=args.n_layer, num_attention_heads=args.n_head, num_key_value_heads=args.n_head,
             max_position_embeddings=max(1024, args.window_size + 1),
         ))
@@ -114,7 +115,8 @@ def build(args):
         return GPT2WithRecurrence(config).to(args.device).train()
     config = RobertaWithRecurrenceConfig(
         vocab_size=args.vocab_size, num_hidden_layers=args.n_layer, hidden_size=args.n_embd,
-        num_attention_heads=args.n_head, intermediate_size=4 * args.n_embd, max_position_embeddings=args.window_size + 2,
+        num_attention_heads=args.n_head, intermediate_size=4 * args.n_embd,
+        max_position_embeddings=args.window_size + 2,
         insertion_layer=min(2, args.n_layer - 1), recurrence_hidden_size=args.n_embd,
     )
     return RobertaWithRecurrenceForQuestionAnswering(config).to(args.device).train()
@@ -146,7 +148,8 @@ def training_inputs(args, windows: int) -> tuple[dict, dict]:
     recurrent = {"input_ids": ids[None], "answer_window": torch.tensor([windows - 1], device=args.device),
                  "start_positions": position, "end_positions": position + 1,
                  "answer_types": torch.zeros(1, dtype=torch.long, device=args.device)}
-    plain = {"input_ids": ids, "start_positions": position.expand(windows), "end_positions": (position + 1).expand(windows)}
+    plain = {"input_ids": ids, "start_positions": position.expand(windows),
+             "end_positions": (position + 1).expand(windows)}
     return recurrent, plain
 
 
@@ -243,8 +246,8 @@ def main(argv=None) -> dict:
             command = [sys.executable, __file__, *forwarded, "--case", f"{windows},{int(checkpointing)}"]
             output = subprocess.run(command, capture_output=True, text=True, check=True, env=ENVIRONMENT).stdout
             results[f"{windows},{int(checkpointing)}"] = json.loads(output.strip().splitlines()[-1])
-    print(f"peak memory (MiB), {args.model} {args.n_layer}x{args.n_embd}, windows of {args.window_size}, {args.device}; "
-          f"ratio: to {args.windows[0]} window(s) with the same checkpointing")
+    print(f"peak memory (MiB), {args.model} {args.n_layer}x{args.n_embd}, windows of {args.window_size}, "
+          f"{args.device}; ratio: to {args.windows[0]} window(s) with the same checkpointing")
     print("step = one forward + backward above the model; training = the whole process above the interpreter through "
           "two AdamW steps")
     header = ["windows"] + [f"{kind} {arm}" for arm in ("plain", "ckpt") for kind in ("step", "ratio", "training",

@@ -15,7 +15,7 @@ books, one document each, split by book (54 train, 6 validation, 6 test; about 6
    the same data order and learning rate, then evaluates the held-out books read whole, each at its own overlap.
 3. `--stage report`: the table (markdown) and plot from the runs' results.
 
-    python benchmarks/recurrence_real_text.py --stage pretrain --output_dir runs/real_text      # about 40 minutes, 1 core
+    python benchmarks/recurrence_real_text.py --stage pretrain --output_dir runs/real_text  # about 40 minutes, 1 core
     python benchmarks/recurrence_real_text.py --stage finetune --output_dir runs/real_text --seeds 0 1
     python benchmarks/recurrence_real_text.py --stage report --output_dir runs/real_text \\
         --json docs/recurrence_real_text_cpu.json --plot docs/recurrence_real_text.png
@@ -28,9 +28,10 @@ context; `--stage finetune` then also reads the pretrained hybrid as it is in wi
 DeltaNet states carried from window to window (`carry_layer_states`, no fine-tuning), and in windows of its
 pre-training length, disjoint and carried:
 
-    python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain_length 512 --pretrain_batch_size 8 \
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain_length 512 --pretrain_batch_size 8 \\
         --pretrain_steps 1000 --stage pretrain --output_dir runs/real_text_qwen3_5
-    python benchmarks/recurrence_real_text.py --family qwen3_5 --variants --stage finetune --output_dir runs/real_text_qwen3_5
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --variants --stage finetune \\
+        --output_dir runs/real_text_qwen3_5
 """
 
 import argparse
@@ -87,8 +88,8 @@ VARIANTS = {
     "h_prev-overlap16-carried": Variant(True, 16, 0, (16,), carry_layer_states=True),
 }
 DEFAULT_VARIANTS = {"llama": ["baseline", "h_prev", "h_prev-overlap16", "memory4"],
-                    "qwen3_5": ["baseline", "h_prev", "carried", "h_prev-carried", "h_prev-overlap16", "carried-overlap16",
-                                "h_prev-overlap16-carried"]}
+                    "qwen3_5": ["baseline", "h_prev", "carried", "h_prev-carried", "h_prev-overlap16",
+                                "carried-overlap16", "h_prev-overlap16-carried"]}
 
 
 def parse_args(argv=None):
@@ -181,7 +182,8 @@ def pretrain(args, root: Path):
         output_dir=str(output_dir), max_steps=args.pretrain_steps, per_device_train_batch_size=args.pretrain_batch_size,
         per_device_eval_batch_size=64, learning_rate=args.pretrain_learning_rate, lr_scheduler_type="cosine",
         warmup_steps=100, weight_decay=0.1, eval_strategy="steps", eval_steps=250, save_steps=250,
-        save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="loss", logging_steps=50, report_to="none", seed=0, use_cpu=True, disable_tqdm=True,
+        save_total_limit=2, load_best_model_at_end=True, metric_for_best_model="loss", logging_steps=50,
+        report_to="none", seed=0, use_cpu=True, disable_tqdm=True,
     )
     trainer = Trainer(model=model, args=training_args, train_dataset=train, eval_dataset=validation,
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
@@ -258,7 +260,8 @@ def report(args, root: Path):
                 "flops_per_token": results[0][f"{prefix}_flops_per_token"], "test_words": results[0][f"{prefix}_words"],
                 "test_tokens": results[0][f"{prefix}_tokens"],
             }
-    print("| model | overlap (read at) | memory tokens | seeds | perplexity per word (test books) | per token | FLOPs/token |\n"
+    print("| model | overlap (read at) | memory tokens | seeds | perplexity per word (test books) | per token "
+          "| FLOPs/token |\n"
           "| --- | --- | --- | --- | --- | --- | --- |")
     for name, row in rows.items():
         spread = f" ± {row['perplexity_per_word_std']:.2f}" if row["perplexity_per_word_std"] is not None else ""

@@ -1,8 +1,10 @@
 """`lengthgen data export`: a length-split dataset written as a Hub-style parquet folder.
 
     lengthgen data export nsp_inductive --output_dir datasets_out                       # every config
-    lengthgen data export nsp_inductive --dataset_config_name add --output_dir datasets_out --dataset_param train_size=1000
-    lengthgen data export ptb_inductive --dataset_config_name char --output_dir datasets_out --dataset_param source=/data/ptb
+    lengthgen data export nsp_inductive --dataset_config_name add --output_dir datasets_out \\
+        --dataset_param train_size=1000
+    lengthgen data export ptb_inductive --dataset_config_name char --output_dir datasets_out \\
+        --dataset_param source=/data/ptb
     lengthgen data export nsp_inductive --output_dir datasets_out --push_to_hub you/nsp_inductive
     lengthgen data export --all --output_dir datasets_out --push_to_hub you     # every generated task family
 
@@ -31,7 +33,8 @@ def main(argv=None):
     export_parser.add_argument("--output_dir", required=True)
     export_parser.add_argument("--push_to_hub", metavar="REPO", help="also upload the folder to this dataset repo")
     export_parser.add_argument("--dataset_param", nargs="+", default=[], metavar="KEY=VALUE",
-                               help="generating parameters, e.g. train_size=1000 train_difficulties=[2,4] (JSON values)")
+                               help="generating parameters, e.g. train_size=1000 train_difficulties=[2,4] "
+                                    "(JSON values)")
     args = parser.parse_args(argv)
     if args.all == bool(args.name):
         raise UsageError("Give a dataset name or --all, not both." if args.all else "Give a dataset name or --all.")

@@ -26,7 +26,8 @@ from lengthgen.release.hub import ReleaseError
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="lengthgen release", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("output_dir", help="a trained output folder, or a release folder to upload unchanged with --push")
+    parser.add_argument("output_dir",
+                        help="a trained output folder, or a release folder to upload unchanged with --push")
     parser.add_argument("--repo_id", required=True, help="ORG/NAME of the model repository on the Hub")
     parser.add_argument("--target", help="folder to write (default: ./NAME); must not exist or be empty")
     parser.add_argument("--push", action="store_true", help="upload the folder to --repo_id")

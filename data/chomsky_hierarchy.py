@@ -5,25 +5,26 @@ split by input length: one `datasets` config per task.
     builder.download_and_prepare()
     splits = builder.as_dataset()          # train (lengths 1-40), test (41-500); difficulty = input length
 
-Every task maps a random string to an answer, written from the paper's definitions (its appendix A.3):
+Every task maps a random string to an answer, written from the paper's definitions (its appendix A.3); the level is
+the task's in the hierarchy, R (regular), DCF (deterministic context-free) or CS (context-sensitive):
 
 | config | level | answer | input -> target |
 | --- | --- | --- | --- |
-| parity_check | regular | class | binary string -> number of 1s mod 2 |
-| even_pairs | regular | class | binary string -> number of `01` and `10` pairs mod 2 (0 when they are equally many) |
-| modular_arithmetic | regular | class | `n op n op ... n`, n in 0-4, op in + - * (usual precedence) -> value mod 5 |
-| cycle_navigation | regular | class | actions 0 (stay), 1 (up), 2 (down) from position 0 of a cycle of 5 -> the last position |
-| modular_arithmetic_brackets | deterministic context-free | class | expression over 0-4 with + - *, brackets and unary minus -> value mod 5 |
-| reverse_string | deterministic context-free | sequence | binary string -> the string reversed |
-| solve_equation | deterministic context-free | class | such an expression with one number replaced by `x`, then `=` v -> the x that gives v mod 5 |
-| stack_manipulation | deterministic context-free | sequence | stack bottom to top, then POP / PUSH_0 / PUSH_1 actions -> final stack top to bottom, then END |
-| duplicate_string | context-sensitive | sequence | binary w -> w w |
-| missing_duplicate_string | context-sensitive | class | `w w` (binary w) with one symbol replaced by `_` -> that symbol |
-| odds_first | context-sensitive | sequence | s1 s2 ... sn -> s1 s3 s5 ... s2 s4 ... |
-| bucket_sort | context-sensitive | sequence | string over 0-4 -> the string sorted |
-| binary_addition | context-sensitive | sequence | `a + b` (binary, little-endian) -> a + b (little-endian, no leading zeros) |
-| binary_multiplication | context-sensitive | sequence | `a * b` (binary, little-endian) -> a * b (little-endian, no leading zeros) |
-| compute_sqrt | context-sensitive | sequence | binary n (little-endian) -> floor(sqrt(n)) (little-endian, no leading zeros) |
+| parity_check | R | class | binary string -> number of 1s mod 2 |
+| even_pairs | R | class | binary string -> number of `01` and `10` pairs mod 2 (0 when they are equally many) |
+| modular_arithmetic | R | class | `n op n op ... n`, n in 0-4, op in + - * (usual precedence) -> value mod 5 |
+| cycle_navigation | R | class | actions 0 (stay), 1 (up), 2 (down) from 0 on a cycle of 5 -> the last position |
+| modular_arithmetic_brackets | DCF | class | expression over 0-4 with + - *, brackets and unary minus -> value mod 5 |
+| reverse_string | DCF | sequence | binary string -> the string reversed |
+| solve_equation | DCF | class | such an expression with a number replaced by `x`, then `=` v -> the x giving v mod 5 |
+| stack_manipulation | DCF | sequence | stack bottom-up, POP/PUSH_0/PUSH_1 actions -> final stack top-down, then END |
+| duplicate_string | CS | sequence | binary w -> w w |
+| missing_duplicate_string | CS | class | `w w` (binary w) with one symbol replaced by `_` -> that symbol |
+| odds_first | CS | sequence | s1 s2 ... sn -> s1 s3 s5 ... s2 s4 ... |
+| bucket_sort | CS | sequence | string over 0-4 -> the string sorted |
+| binary_addition | CS | sequence | `a + b` (binary, little-endian) -> a + b (little-endian, no leading zeros) |
+| binary_multiplication | CS | sequence | `a * b` (binary, little-endian) -> a * b (little-endian, no leading zeros) |
+| compute_sqrt | CS | sequence | binary n (little-endian) -> floor(sqrt(n)) (little-endian, no leading zeros) |
 
 The difficulty is the input length n in tokens, the length the paper samples. Every n >= 1 exists but for
 these: modular_arithmetic has odd lengths only (an even length is one token short of an expression);
@@ -408,7 +409,10 @@ TASKS = {
 def task_lengths(task: str, lengths: tuple[int, int]) -> list[int]:
     """The input lengths of `lengths` (inclusive) that the task has."""
     spec = TASKS[task]
-    return [n for n in range(max(lengths[0], spec.min_length), lengths[1] + 1) if not (spec.odd_lengths_only and n % 2 == 0)]
+    return [
+        n for n in range(max(lengths[0], spec.min_length), lengths[1] + 1)
+        if not (spec.odd_lengths_only and n % 2 == 0)
+    ]
 
 
 def generate_chomsky_splits(

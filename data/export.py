@@ -3,7 +3,8 @@ folder (`lengthgen data export`).
 
     lengthgen data export nsp_inductive --output_dir data_out                  # every config
     lengthgen data export nsp_inductive --dataset_config_name add --output_dir data_out --dataset_param train_size=1000
-    lengthgen data export ptb_inductive --dataset_config_name char --output_dir data_out --dataset_param source=/path/to/ptb
+    lengthgen data export ptb_inductive --dataset_config_name char --output_dir data_out \\
+        --dataset_param source=/path/to/ptb
 
 writes ``data_out/nsp_inductive/{config}/{split}-00000-of-00001.parquet``, ``{config}/generation.json`` (the generating
 parameters and a fingerprint) and a README.md dataset card whose ``configs:`` header lets
@@ -78,11 +79,16 @@ def check_params(name: str, config_name: str | None, params: dict):
             continue
         if isinstance(default, tuple):
             right = isinstance(value, (tuple, list)) and len(value) == len(default) and all(
-                isinstance(v, type(d)) and not isinstance(v, bool) or type(v) is type(d) for v, d in zip(value, default))
+                isinstance(v, type(d)) and not isinstance(v, bool) or type(v) is type(d)
+                for v, d in zip(value, default)
+            )
         elif isinstance(default, bool):
             right = isinstance(value, bool)
         elif isinstance(default, (int, float)):
-            right = isinstance(value, (int, float) if isinstance(default, float) else int) and not isinstance(value, bool)
+            right = (
+                isinstance(value, (int, float) if isinstance(default, float) else int)
+                and not isinstance(value, bool)
+            )
         else:
             right = isinstance(value, type(default))
         if not right:

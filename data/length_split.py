@@ -66,7 +66,8 @@ class LengthSplitBuilder(datasets.GeneratorBasedBuilder):
 
     def _split_generators(self, dl_manager):
         return [
-            datasets.SplitGenerator(name=name, gen_kwargs={"rows": rows}) for name, rows in self.generate_splits().items()
+            datasets.SplitGenerator(name=name, gen_kwargs={"rows": rows})
+            for name, rows in self.generate_splits().items()
         ]
 
     def _generate_examples(self, rows):

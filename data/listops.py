@@ -76,7 +76,9 @@ def tree_of_depth(rng: random.Random, min_depth: int, max_depth: int, p_op: floa
         tree = apply_operation(rng.choice(OPERATIONS), args)
         while tree.depth < min_depth:
             budget[0] -= 2
-            args = [random_tree(rng, max_depth - 1, p_op, max_args, budget) for _ in range(rng.randint(1, max_args - 1))]
+            args = [
+                random_tree(rng, max_depth - 1, p_op, max_args, budget) for _ in range(rng.randint(1, max_args - 1))
+            ]
             args.insert(rng.randrange(len(args) + 1), tree)
             tree = apply_operation(rng.choice(OPERATIONS), args)
     except TooLong:

@@ -1,5 +1,6 @@
-"""Long-document corpora for window-level recurrence (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained Transformers", 2020,
-§5): PG-19 and WikiText-103 (raw), and the King James Bible (installed from Debian, `lengthgen.data.kjv`), as datasets with one whole document per row (columns `name`, `text`).
+"""Long-document corpora for window-level recurrence (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained
+Transformers", 2020, §5): PG-19 and WikiText-103 (raw), and the King James Bible (installed from Debian,
+`lengthgen.data.kjv`), as datasets with one whole document per row (columns `name`, `text`).
 
 Sources, for both corpora:
 

@@ -77,7 +77,10 @@ def generate_nsp(task: str, size: int, min_difficulty: int, max_difficulty: int,
     if not 1 <= min_difficulty <= max_difficulty:
         raise UsageError(f"Need 1 <= min_difficulty <= max_difficulty, got {min_difficulty}..{max_difficulty}")
     rng = random.Random(seed)
-    rows = [nsp_example(task, d, rng) for d in balanced_difficulties(size, list(range(min_difficulty, max_difficulty + 1)))]
+    rows = [
+        nsp_example(task, d, rng)
+        for d in balanced_difficulties(size, list(range(min_difficulty, max_difficulty + 1)))
+    ]
     rng.shuffle(rows)
     return rows
 

@@ -34,7 +34,9 @@ class PTBInductive(LengthSplitBuilder):
     """Penn Treebank masked language modelling split by sentence length, from the I-BERT paper (§5.2)."""
 
     BUILDER_CONFIG_CLASS = PTBConfig
-    BUILDER_CONFIGS = [PTBConfig(name=level, description=f"PTB {level}-level masked LM split by length") for level in LEVELS]
+    BUILDER_CONFIGS = [
+        PTBConfig(name=level, description=f"PTB {level}-level masked LM split by length") for level in LEVELS
+    ]
     DEFAULT_CONFIG_NAME = "char"
     EXTRA_FEATURES = {"masked_word": datasets.Value("string")}
     CITATION = IBERT_CITATION

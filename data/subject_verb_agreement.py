@@ -15,11 +15,11 @@ Two sources:
   object relative clause ("that the pilots saw") or a subject relative clause ("that saw the pilots"); every
   modifier holds one noun, which is an attractor when its number differs from the subject's. Half the sentences
   start with a preamble ("the authors said that ..."), so the subject is not always the first noun. Relative-clause
-  and preamble verbs are in the past tense, so nothing but the subject tells the main verb's number. Split by attractors (config
-  `attractors`: train 0-1, validation 2, test 3-4) or by subject-verb distance in words (config `distance`:
-  train 4-8, validation 9-10, test 11-16; the verb follows the subject noun directly at distance 1, and a modifier
-  takes 3 to 5 words, so 2 and 3 do not occur), so the study is a generalization study like the library's other
-  tasks.
+  and preamble verbs are in the past tense, so nothing but the subject tells the main verb's number. Split by
+  attractors (config `attractors`: train 0-1, validation 2, test 3-4) or by subject-verb distance in words (config
+  `distance`: train 4-8, validation 9-10, test 11-16; the verb follows the subject noun directly at distance 1, and a
+  modifier takes 3 to 5 words, so 2 and 3 do not occur), so the study is a generalization study like the library's
+  other tasks.
 """
 
 import random

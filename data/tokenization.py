@@ -25,7 +25,9 @@ DIGITS = [str(i) for i in range(10)]
 CHARACTERS = sorted(set(string.printable) - set(string.whitespace))
 
 
-def build_tokenizer(tokens: list[str], unk_token: str = UNK, model_max_length: int = 1_000_000_000) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    tokens: list[str], unk_token: str = UNK, model_max_length: int = 1_000_000_000
+) -> PreTrainedTokenizerFast:
     """A word-level tokenizer over `SPECIAL_TOKENS + tokens` (ids in that order, `[PAD]` = 0)."""
     vocab = {}
     for token in SPECIAL_TOKENS + ([unk_token] if unk_token not in SPECIAL_TOKENS else []) + list(tokens):

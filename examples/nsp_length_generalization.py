@@ -73,9 +73,9 @@ def experiment(name: str, output_dir: str, args):
                               "train_difficulties": list(args.train_digits),
                               "validation_difficulties": list(args.validation_digits)}}
     model = {"config_overrides": args.model_size} if args.model_size else {}
-    training = {"output_dir": output_dir, "num_train_epochs": args.epochs, "per_device_train_batch_size": args.batch_size,
-                "learning_rate": args.learning_rate, "seed": args.seed, "use_cpu": True,
-                "bf16": args.precision == "bf16"}
+    training = {"output_dir": output_dir, "num_train_epochs": args.epochs,
+                "per_device_train_batch_size": args.batch_size, "learning_rate": args.learning_rate,
+                "seed": args.seed, "use_cpu": True, "bf16": args.precision == "bf16"}
     return spec.replace(model=model, data=data, training=training)
 
 
@@ -101,8 +101,8 @@ def main(argv=None):
     for model, name in MODELS.items():
         print(f"{model}: training on {args.task}, {args.train_digits[0]}-{args.train_digits[1]} digits", flush=True)
         output_dir = os.path.join(args.output_dir, model.lower().replace("-", ""))
-        result = run_experiment(experiment(name, output_dir, args), command="python examples/nsp_length_generalization.py",
-                                quiet=not args.verbose)
+        result = run_experiment(experiment(name, output_dir, args),
+                                command="python examples/nsp_length_generalization.py", quiet=not args.verbose)
         tables = result.table()
         results[model] = {d: acc for split in ("train", "validation") for d, acc in tables.get(split, {}).items()
                           if d != "all"}

@@ -42,10 +42,14 @@ def main(argv=None):
     check_positive({"--num_steps": args.num_steps})
     if not args.text.split():
         raise UsageError("--text is empty: give the input as space-separated tokens, e.g. \"101 d a b\".")
-    heads = AutoConfig.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code).num_attention_heads
+    heads = AutoConfig.from_pretrained(
+        args.model_name_or_path, trust_remote_code=args.trust_remote_code
+    ).num_attention_heads
     if args.head is not None and not 0 <= args.head < heads:
         raise UsageError(f"--head must be in [0, {heads}), got {args.head}.")
-    model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        args.model_name_or_path, trust_remote_code=args.trust_remote_code
+    )
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     for path in plot_ndr_steps(model, tokenizer, args.text, args.output, args.head, args.num_steps):
         if path:

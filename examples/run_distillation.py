@@ -2,7 +2,8 @@
 """Distill a teacher into a student and compare: the teacher, the distilled student and the same student trained
 alone (same spec, same seeds), each with accuracy and expected calibration error per difficulty.
 
-    python examples/run_distillation.py --teacher_model_name_or_path outputs/study/recurrent-bias-attractors/lstm/seed0 \\
+    python examples/run_distillation.py \\
+        --teacher_model_name_or_path outputs/study/recurrent-bias-attractors/lstm/seed0 \\
         --model_type bert --config_overrides hidden_size=128,num_hidden_layers=4,num_attention_heads=4 \\
         --dataset_name subject_verb_agreement --dataset_config_name attractors --output_dir outputs/distill \\
         --max_steps 1000 --per_device_train_batch_size 64 --learning_rate 5e-4 --seeds 3

@@ -31,7 +31,9 @@ class Protocol:
             raise ValueError(f"Protocol {self.name!r}: task_params names {other[0]!r}, not one of its tasks.")
 
 
-PROTOCOLS = {name: Protocol(name=name, **fields) for name, fields in load_table("leaderboard").get("_protocols", {}).items()}
+PROTOCOLS = {
+    name: Protocol(name=name, **fields) for name, fields in load_table("leaderboard").get("_protocols", {}).items()
+}
 
 
 def protocol(name: str) -> Protocol:

@@ -50,7 +50,9 @@ def resolve_task(name: str, data_scale: str = "small") -> Task:
             params = {k: tuple(v) if isinstance(v, list) else v
                       for k, v in (DATA_SCALES[data_scale] or {}).get(dataset, {}).items()}
             return Task(f"{dataset}/{config}", dataset, config, params)
-    raise UsageError(f"Unknown task {name!r}; expected one of: {', '.join(task_names())}, or hf:PATH_OR_HUB_ID[:CONFIG].")
+    raise UsageError(
+        f"Unknown task {name!r}; expected one of: {', '.join(task_names())}, or hf:PATH_OR_HUB_ID[:CONFIG]."
+    )
 
 
 def with_params(tasks: list[Task], params: dict, source: str = "--dataset_param") -> list[Task]:

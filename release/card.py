@@ -71,7 +71,9 @@ def model_card(repo_id: str, config: dict, result: ExperimentResult, has_plot: b
         "| split | difficulty | accuracy |", "| --- | --- | --- |",
     ]
     for split, table in result.table().items():
-        lines += [f"| {split} | {key} | {table[key]:.4f} |" for key in sorted(table, key=lambda k: (k == "all", k.zfill(4)))]
+        lines += [
+            f"| {split} | {key} | {table[key]:.4f} |" for key in sorted(table, key=lambda k: (k == "all", k.zfill(4)))
+        ]
     if has_plot:
         lines += ["", f"![accuracy against length or depth]({PLOT})"]
     lines += ["", "## Training", ""]
@@ -81,8 +83,10 @@ def model_card(repo_id: str, config: dict, result: ExperimentResult, has_plot: b
               dump_yaml(origin["spec"]).strip(), "```"]
     training = origin.get("training") or {}
     if training.get("steps"):
-        budget = (" under a wall-clock budget (`--max_train_seconds`, left out above: a session it stops resumes from its "
-                  "last checkpoint when the same command is given again)") if training.get("max_train_seconds") else ""
+        budget = (
+            " under a wall-clock budget (`--max_train_seconds`, left out above: a session it stops resumes from its "
+            "last checkpoint when the same command is given again)" if training.get("max_train_seconds") else ""
+        )
         lines += ["", f"Trained {training['steps']:,} steps{budget}."]
     if training.get("best_step") and training["best_step"] != training.get("steps"):
         lines += ["", f"The weights are step {training['best_step']:,}'s, the best checkpoint on validation "

@@ -52,13 +52,16 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise ReleaseError(f"Target folder {target} exists and is not empty.")
 
-    code_files = sorted(f for f in os.listdir(output_dir) if f.endswith(".py"))  # the auto_map modules and their imports
+    # the auto_map modules and their imports
+    code_files = sorted(f for f in os.listdir(output_dir) if f.endswith(".py"))
     refs = [*config["auto_map"].values(), *((config.get("base_config") or {}).get("auto_map") or {}).values()]
     missing = {ref.split("--")[-1].split(".")[0] + ".py" for ref in refs} - set(code_files)
     if missing:
         raise ReleaseError(f"{output_dir} lacks the model code its auto_map names: {', '.join(sorted(missing))}.")
     files = ["config.json", "model.safetensors", *code_files]
-    files += [f for f in (*TOKENIZER_FILES, "generation_config.json", PLOT) if os.path.isfile(os.path.join(output_dir, f))]
+    files += [
+        f for f in (*TOKENIZER_FILES, "generation_config.json", PLOT) if os.path.isfile(os.path.join(output_dir, f))
+    ]
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".release-", dir=parent)

@@ -14,7 +14,8 @@ def hub_token() -> str | None:
 
 
 def check_push(repo_id: str, push: bool):
-    """ReleaseError for a repo id that is not ORG/NAME, or for `push` without a Hub token; before anything is written."""
+    """ReleaseError for a repo id that is not ORG/NAME, or for `push` without a Hub token; before anything is
+    written."""
     if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
         raise ReleaseError(f"--repo_id must be ORG/NAME, got {repo_id!r}.")
     if push and not hub_token():

@@ -1,4 +1,5 @@
-"""The reproduction presets (presets/reproduction.yaml) as typed records: a spec and what the results JSON says of it."""
+"""The reproduction presets (presets/reproduction.yaml) as typed records: a spec and what the results JSON says
+of it."""
 
 import os
 from dataclasses import dataclass, field

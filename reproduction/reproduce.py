@@ -98,7 +98,8 @@ def experiment(name: str, output_dir: str, precision: str, trained: bool = False
     device = {"use_cpu": not on_gpu(run)}
     if trained:
         data = spec.to_dict()["data"]
-        model = {"model_name_or_path": output_dir, **({"num_steps": spec.model.num_steps} if spec.model.num_steps else {})}
+        model = {"model_name_or_path": output_dir,
+                 **({"num_steps": spec.model.num_steps} if spec.model.num_steps else {})}
         training = {key: value for key, value in spec.to_dict()["training"].items()
                     if key in ("per_device_eval_batch_size", "dataloader_num_workers", "report_to", "seed")}
         return ExperimentSpec.from_dict({"model": model, "data": data, "training": {

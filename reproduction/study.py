@@ -59,7 +59,8 @@ def markdown_table(summary: dict, unit: str) -> str:
         cells = [f"{entry['accuracy'][d]['mean']:.3f} +- {entry['accuracy'][d]['std']:.3f}" if d in entry["accuracy"]
                  else "" for d in [*difficulties, "all"]]
         ece = entry["ece"]["all"]
-        lines.append(f"| {name} | {entry['seeds']} | " + " | ".join(cells) + f" | {ece['mean']:.3f} +- {ece['std']:.3f} |")
+        lines.append(f"| {name} | {entry['seeds']} | " + " | ".join(cells)
+                     + f" | {ece['mean']:.3f} +- {ece['std']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -54,7 +54,9 @@ def test_a_package_imports_only_the_packages_below_it(package):
     for path in python_files(package):
         for module, level in imports(path):
             if level > 1:
-                wrong.append(f"{os.path.relpath(path, REPO)}: relative import out of its package ({'.' * level}{module})")
+                wrong.append(
+                    f"{os.path.relpath(path, REPO)}: relative import out of its package ({'.' * level}{module})"
+                )
             elif module.startswith("lengthgen."):
                 used = module.split(".")[1]
                 if used != package and used not in ALLOWED[package]:
@@ -95,7 +97,9 @@ def test_init_holds_only_imports_all_and_registration(package):
     tree = ast.parse(open(os.path.join(REPO, package, "__init__.py")).read())
     for node in tree.body:
         docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        exported = isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"]
+        exported = (
+            isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"]
+        )
         # registration with the Auto classes: a loop of register calls (lengthgen.modeling only)
         registration = package == "modeling" and isinstance(node, ast.For) and "register" in ast.dump(node)
         assert isinstance(node, (ast.Import, ast.ImportFrom)) or docstring or exported or registration, (

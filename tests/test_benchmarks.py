@@ -117,7 +117,8 @@ def test_ndr_attention_end_to_end_mode_times_every_variant_at_every_shape():
                                   "--eval_lengths", "40", "--eval_batch_size", "1", "--end_to_end_repeats", "1",
                                   "--threads", "1"])["by_threads"][1]
     assert sorted(results) == sorted(
-        ["ctl train N=16 batch=128", "ctl eval N=40 batch=1", "listops train N=50 batch=32", "listops eval N=40 batch=1"]
+        ["ctl train N=16 batch=128", "ctl eval N=40 batch=1",
+         "listops train N=50 batch=32", "listops eval N=40 batch=1"]
     )
     for r in results.values():
         assert set(r["seconds"]) == set(ndr_attention.VARIANTS)
@@ -309,7 +310,10 @@ def test_recurrent_bias_study_trains_every_model_per_seed_and_summarizes_over_se
     mean, std = record["summary"]["lstm"]["accuracy"]["3"]["mean"], record["summary"]["lstm"]["accuracy"]["3"]["std"]
     assert f"| lstm | 2 | {mean:.3f} +- {std:.3f} |" in table
     monkeypatch.setattr(ExperimentTrainer, "train", lambda *a, **k: pytest.fail("a finished run trained again"))
-    assert study.run_study("tiny-study", str(tmp_path / "runs"), str(tmp_path / "results"))["summary"] == record["summary"]
+    assert (
+        study.run_study("tiny-study", str(tmp_path / "runs"), str(tmp_path / "results"))["summary"]
+        == record["summary"]
+    )
 
 
 def test_gate_wave_reads_each_function_column_and_its_update_step():
@@ -391,7 +395,8 @@ def _device_with_fake_python(tmp_path, python_script, **variables):
 
 
 def _repo_with_a_kept_piece(tmp_path):
-    """A scratch repository with gpu_piece.sh and a piece kept at step 100 of preset `ndr-x`: (script, pieces folder)."""
+    """A scratch repository with gpu_piece.sh and a piece kept at step 100 of preset `ndr-x`: (script, pieces
+    folder)."""
     script = _gpu_piece_in(tmp_path / "repo")
     pieces = tmp_path / "repo" / "docs" / "results" / "pieces" / "ndr-x"
     pieces.mkdir(parents=True)
@@ -586,8 +591,12 @@ def test_leaderboard_step_counts_flops_and_times_the_bare_and_the_runner_step(tm
     assert set(results["models"]) == {"lstm", "nope"}
     for entry in results["models"].values():
         assert entry["flops_per_step"] > 0 and entry["bare_seconds_per_step"] > 0
-        assert entry["gflops_per_second"] == pytest.approx(entry["flops_per_step"] / entry["bare_seconds_per_step"] / 1e9)
-        assert entry["runner_over_bare"] == pytest.approx(entry["runner_seconds_per_step"] / entry["bare_seconds_per_step"])
+        assert entry["gflops_per_second"] == pytest.approx(
+            entry["flops_per_step"] / entry["bare_seconds_per_step"] / 1e9
+        )
+        assert entry["runner_over_bare"] == pytest.approx(
+            entry["runner_seconds_per_step"] / entry["bare_seconds_per_step"]
+        )
     # a transformer step does more arithmetic than an LSTM step of the same width
     assert results["models"]["nope"]["flops_per_step"] > results["models"]["lstm"]["flops_per_step"]
     assert json.loads(output.read_text())["models"].keys() == results["models"].keys()

@@ -74,10 +74,12 @@ def alternating(layers, other, attention="full_attention"):
 FAMILIES = {
     "gpt2": lambda layers: GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=layers, n_head=4,
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
-    "llama": lambda layers: LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
-    "qwen2": lambda layers: Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
+    "llama": lambda layers: LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=64),
+    "qwen2": lambda layers: Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=64),
     "mistral": lambda layers: MistralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                                             max_position_embeddings=64, sliding_window=None),
@@ -89,9 +91,9 @@ FAMILIES = {
     # soft-capping, eager attention, scaled embeddings), Gemma 3 (a rotary embedding per layer type), Phi-3 (fused
     # projections, partial rotary), OLMo 2 (norms after the sublayers), Granite (embedding, residual, attention and
     # logit multipliers), Cohere (parallel attention and MLP, logit scale)
-    "qwen3": lambda layers: Qwen3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                        max_position_embeddings=64),
+    "qwen3": lambda layers: Qwen3Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                        head_dim=8, max_position_embeddings=64),
     "gemma2": lambda layers: Gemma2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                                           head_dim=8, max_position_embeddings=64, sliding_window=16,
@@ -105,9 +107,9 @@ FAMILIES = {
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                       original_max_position_embeddings=64, partial_rotary_factor=0.5, pad_token_id=0,
                                       eos_token_id=None, resid_pdrop=0.0, embd_pdrop=0.0),
-    "olmo2": lambda layers: Olmo2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                        pad_token_id=0),
+    "olmo2": lambda layers: Olmo2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
+                                        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                        max_position_embeddings=64, pad_token_id=0),
     "granite": lambda layers: GraniteConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                                             num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                                             max_position_embeddings=64, embedding_multiplier=2.0,
@@ -282,7 +284,9 @@ def test_h_prev_is_an_input_one_position_before_the_window(family):
         h_prev_as_input = h_prev / getattr(decoder.config, "embedding_multiplier", 1.0)
         inputs = torch.cat([h_prev_as_input[:, None], decoder.get_input_embeddings()(x[:, 8:])], dim=1)
         reference = decoder(inputs_embeds=inputs, position_ids=torch.arange(9)[None]).logits[:, 1:]
-        at_position_zero = decoder(inputs_embeds=inputs, position_ids=torch.tensor([[0] + list(range(8))])).logits[:, 1:]
+        at_position_zero = decoder(
+            inputs_embeds=inputs, position_ids=torch.tensor([[0] + list(range(8))])
+        ).logits[:, 1:]
     torch.testing.assert_close(logits, reference, rtol=1e-4, atol=1e-5)
     # the position is tested: in a rotary family 0 would give another answer
     assert ((logits - at_position_zero).abs().max() > 1e-4) == (model.rotary_embedding is not None)
@@ -421,7 +425,8 @@ def test_memory_tokens_are_read_before_and_written_after_each_window(family):
         logits = model(x).logits
         torch.testing.assert_close(model(x[:, :8]).recurrent_state.h_prev, written, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(logits[:, 8:], second, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(logits[:, :8], decoder(inputs_embeds=torch.cat([memory, embed(x[:, :8])], 1)).logits[:, 2:],
+    torch.testing.assert_close(logits[:, :8],
+                               decoder(inputs_embeds=torch.cat([memory, embed(x[:, :8])], 1)).logits[:, 2:],
                                rtol=1e-5, atol=1e-5)
 
 
@@ -500,7 +505,9 @@ def test_models_it_cannot_take_are_named():
     with pytest.raises(ValueError, match="needs a causal LM with a language-model head, got a BertModel"):
         CausalLMWithRecurrence.wrap(BertModel(BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
                                                          num_attention_heads=4, intermediate_size=64)))
-    mistral = AutoModelForCausalLM.from_config(MistralConfig(**{**FAMILIES["mistral"](2).to_dict(), "sliding_window": 8}))
+    mistral = AutoModelForCausalLM.from_config(
+        MistralConfig(**{**FAMILIES["mistral"](2).to_dict(), "sliding_window": 8})
+    )
     with pytest.raises(ValueError, match="window_size=8 must be below the model's sliding_window=8"):
         CausalLMWithRecurrence.wrap(mistral, window_size=8, insertion_layer=1)
     mamba = AutoModelForCausalLM.from_config(WITHOUT_ATTENTION["mamba"](2))

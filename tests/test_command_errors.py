@@ -48,7 +48,8 @@ def error_line(capsys, main, argv, prog):
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err and "Traceback" not in err, err
-    assert err.count("\n") == 0 or prog in ("lengthgen data", "nsp_length_generalization.py"), err  # argparse: usage + line
+    # argparse: usage + line
+    assert err.count("\n") == 0 or prog in ("lengthgen data", "nsp_length_generalization.py"), err
     return err.splitlines()[-1]
 
 
@@ -97,7 +98,8 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     assert "'chomsky_hierarch' is not a lengthgen builder (did you mean 'chomsky_hierarchy'?)" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_train", "false"], "lengthgen train")
     assert "Nothing to evaluate: without training (--do_train not given, or false), give the trained model" in line
-    assert "bf16" in error_line(capsys, train.main, [*base, *model, "--bf16"], "lengthgen train")  # transformers' own check
+    # transformers' own check
+    assert "bf16" in error_line(capsys, train.main, [*base, *model, "--bf16"], "lengthgen train")
     assert not (tmp_path / "out").exists()
 
 
@@ -151,7 +153,8 @@ def test_lengthgen_leaderboard(capsys, tmp_path, nothing_loads):
     assert "Unknown model 'transformer-xl-9000'" in line and "ibert, ndr, bert" in line
     line = error_line(capsys, main, [*base[:2], "--tasks", "ctl/sideways", *base[4:]], "lengthgen leaderboard")
     assert "Unknown task 'ctl/sideways'" in line
-    assert "--dataset_param nope" in error_line(capsys, main, [*base, "--dataset_param", "nope=1"], "lengthgen leaderboard")
+    assert "--dataset_param nope" in error_line(
+        capsys, main, [*base, "--dataset_param", "nope=1"], "lengthgen leaderboard")
     line = error_line(capsys, main, ["--models", f"hf:{tmp_path}/missing", *base[2:]], "lengthgen leaderboard")
     assert "no such file or directory" in line and "missing" in line
     line = error_line(capsys, main, ["--leaderboard_only", "--output_dir", str(tmp_path)], "lengthgen leaderboard")
@@ -183,7 +186,8 @@ def test_lengthgen_release_and_verify(capsys, tmp_path):
     line = error_line(capsys, main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--repo_id", "me/x"],
                       "lengthgen release")
     assert "already a release folder" in line and "--push" in line
-    assert "holds no trained model" in error_line(capsys, main, [str(tmp_path), "--repo_id", "me/x"], "lengthgen release")
+    assert "holds no trained model" in error_line(
+        capsys, main, [str(tmp_path), "--repo_id", "me/x"], "lengthgen release")
     assert "holds no model card" in error_line(capsys, verify.main, [str(tmp_path)], "lengthgen verify")
     assert "--rows: no such file" in error_line(
         capsys, verify.main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--rows", "no.jsonl"],
@@ -203,7 +207,9 @@ def test_lengthgen_verify_names_a_folder_whose_card_it_does_not_confirm(capsys, 
     from lengthgen.data.export import load_splits, parse_params
 
     data = ModelCard.load(os.path.join(folder, "README.md")).data
-    rows = load_splits("ctl", "backward", parse_params(data.to_dict().get("dataset_params", [])))["test"].select(range(4))
+    rows = load_splits(
+        "ctl", "backward", parse_params(data.to_dict().get("dataset_params", []))
+    )["test"].select(range(4))
     labels = sorted(set(json.load(open(os.path.join(folder, "config.json")))["label2id"]))
     wrong = [{"input": r["input"], "target": labels[(labels.index(r["target"]) + 1) % len(labels)]} for r in rows]
     (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in wrong))
@@ -237,7 +243,8 @@ def test_run_clm_recurrent(capsys, tmp_path, nothing_loads):
                       "run_clm_recurrent.py")
     assert line == "run_clm_recurrent.py: error: --window_size must be at least 1, got 0. (--debug shows the traceback)"
     assert "--overlap must be smaller than --window_size 8, got 8" in error_line(
-        capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "8", "--overlap", "8"],
+        capsys, main,
+        [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "8", "--overlap", "8"],
         "run_clm_recurrent.py")
 
 

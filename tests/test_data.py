@@ -74,12 +74,14 @@ def test_nsp_rows_follow_the_task_rule(nsp_splits, task):
 
 
 def test_nsp_lengths_never_overlap_and_overlap_is_refused():
-    splits = generate_nsp_splits("copy", train_size=50, validation_size=20, train_difficulties=(1, 3), validation_difficulties=(4, 5))
+    splits = generate_nsp_splits("copy", train_size=50, validation_size=20, train_difficulties=(1, 3),
+                                 validation_difficulties=(4, 5))
     assert max(r["difficulty"] for r in splits["train"]) < min(r["difficulty"] for r in splits["validation"])
     # copy: the token length is 2d + 1, so disjoint digits mean disjoint lengths
     assert max(r["length"] for r in splits["train"]) < min(r["length"] for r in splits["validation"])
     with pytest.raises(ValueError, match="overlap"):
-        generate_nsp_splits("add", train_size=50, validation_size=20, train_difficulties=(1, 4), validation_difficulties=(4, 6))
+        generate_nsp_splits("add", train_size=50, validation_size=20, train_difficulties=(1, 4),
+                            validation_difficulties=(4, 6))
 
 
 def test_nsp_same_seed_same_rows_other_seed_other_rows():
@@ -122,7 +124,9 @@ def test_export_folder_loads_with_load_dataset(tmp_path, monkeypatch):
 
 def test_cli_export_and_push_to_hub_intercepted(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr("huggingface_hub.HfApi.create_repo", lambda self, repo_id, **kw: calls.append(("create", repo_id, kw)))
+    monkeypatch.setattr(
+        "huggingface_hub.HfApi.create_repo", lambda self, repo_id, **kw: calls.append(("create", repo_id, kw))
+    )
     monkeypatch.setattr(
         "huggingface_hub.HfApi.upload_folder",
         lambda self, folder_path, repo_id, **kw: calls.append(("upload", repo_id, sorted(os.listdir(folder_path)))),
@@ -161,11 +165,13 @@ def test_ptb_splits_on_fixture():
 
 
 def test_ptb_builder_reads_a_local_folder(tmp_path):
-    builder = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path), train_lengths=(2, 20), validation_lengths=(21, 64))
+    builder = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path), train_lengths=(2, 20),
+                           validation_lengths=(21, 64))
     builder.download_and_prepare()
     splits = builder.as_dataset()
     assert max(splits["train"]["length"]) <= 20 < min(splits["validation"]["length"])
-    again = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path / "b"), train_lengths=(2, 20), validation_lengths=(21, 64))
+    again = PTBInductive(config_name="word", source=PTB_FIXTURE, cache_dir=str(tmp_path / "b"), train_lengths=(2, 20),
+                         validation_lengths=(21, 64))
     again.download_and_prepare()
     assert fingerprint(again.as_dataset()) == fingerprint(splits)
     with pytest.raises(UsageError, match="ptb.train.txt not found; a PTB folder holds"):
@@ -222,7 +228,8 @@ def test_tokenizers_and_label_alignment(repo_root):
     # the shipped hub_configs tokenizers are the ones the code builds
     from transformers import AutoTokenizer
 
-    for folder, built in (("ibert-nsp", tokenizer), ("bert-nsp-baseline", tokenizer), ("ibert-base", character_tokenizer())):
+    for folder, built in (("ibert-nsp", tokenizer), ("bert-nsp-baseline", tokenizer),
+                          ("ibert-base", character_tokenizer())):
         shipped = AutoTokenizer.from_pretrained(repo_root / "hub_configs" / folder)
         assert shipped.get_vocab() == built.get_vocab()
         assert shipped.mask_token == "[MASK]" and shipped.pad_token_id == 0

@@ -111,7 +111,8 @@ def test_the_summary_is_the_mean_and_spread_of_every_number():
     "arguments, message",
     [
         (["--teacher_model_name_or_path", "./no/such/teacher"], "no/such/teacher"),
-        (["--teacher_model_name_or_path", ".", "--config_name", "no/such/config"], "no such file or directory: no/such/config"),
+        (["--teacher_model_name_or_path", ".", "--config_name", "no/such/config"],
+         "no such file or directory: no/such/config"),
         (["--teacher_model_name_or_path", ".", "--seeds", "0"], "--seeds must be at least 1"),
         (["--config_name", "."], "--teacher_model_name_or_path is required"),
     ],
@@ -123,7 +124,9 @@ def test_run_distillation_mistakes_are_one_line(arguments, message, tmp_path, ca
 
     from lengthgen.cli import run_command
 
-    spec = importlib.util.spec_from_file_location("run_distillation", os.path.join(REPO, "examples", "run_distillation.py"))
+    spec = importlib.util.spec_from_file_location(
+        "run_distillation", os.path.join(REPO, "examples", "run_distillation.py")
+    )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     monkeypatch.chdir(REPO)

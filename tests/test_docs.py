@@ -69,7 +69,9 @@ def nav():
     return nav_pages(load_config(str(REPO_ROOT / "mkdocs.yml")).nav)
 
 
-@pytest.mark.parametrize("page", MODEL_PAGES + TASK_PAGES + TOOL_PAGES + ["index.md", "getting-started.md", "design.md"])
+@pytest.mark.parametrize(
+    "page", MODEL_PAGES + TASK_PAGES + TOOL_PAGES + ["index.md", "getting-started.md", "design.md"]
+)
 def test_every_guide_is_in_the_nav_and_built(site, nav, page):
     assert page in nav, f"{page} is not in mkdocs.yml's nav"
     assert built_page(site, page).is_file(), f"{page} was not built"

@@ -145,7 +145,9 @@ def test_window_checkpointing_gives_the_same_loss_and_gradients(window, overlap)
 
     plain_loss, plain = loss_and_grads()
     model.gradient_checkpointing_enable()
-    assert model.gradient_checkpointing and not any(getattr(b, "gradient_checkpointing", False) for b in model.transformer.h)
+    assert model.gradient_checkpointing and not any(
+        getattr(b, "gradient_checkpointing", False) for b in model.transformer.h
+    )
     loss, grads = loss_and_grads()
     torch.testing.assert_close(loss, plain_loss)
     assert grads.keys() == plain.keys() and any(n.startswith("recurrence.ffn") for n in grads)

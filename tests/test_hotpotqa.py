@@ -101,7 +101,9 @@ def test_gold_spans_round_trip_through_the_windows(tmp_path, window, stride):
     spans = 0
     for feature in features:
         ids = torch.tensor(feature["input_ids"])
-        assert ids.shape[1] == window and bool((ids[:, 1:1 + len(question_ids)] == ids[0, 1:1 + len(question_ids)]).all())
+        assert ids.shape[1] == window and bool(
+            (ids[:, 1:1 + len(question_ids)] == ids[0, 1:1 + len(question_ids)]).all()
+        )
         kinds = {"yes": 1, "no": 2}
         assert feature["answer_types"] == kinds.get(feature["answer"], 0)
         if feature["answer"] == "Nowhere Land" or feature["answer_types"]:

@@ -92,7 +92,10 @@ def test_encoder_and_head_are_berts():
     ibert_state = ibert.state_dict()
     for name in bert_state:
         source = name.replace("bert.encoder.", "ibert.encoder.").replace("cls.predictions.transform.", "cls.")
-        source = source.replace("cls.predictions.decoder.", "cls.decoder.").replace("cls.predictions.bias", "cls.decoder.bias")
+        source = (
+            source.replace("cls.predictions.decoder.", "cls.decoder.")
+            .replace("cls.predictions.bias", "cls.decoder.bias")
+        )
         if name.startswith("bert.embeddings."):
             continue
         bert_state[name] = ibert_state[source]
@@ -192,10 +195,12 @@ def test_sequence_classification_loss():
         (lambda m: m(torch.ones(1, 3)), "integer token ids, got dtype torch.float32"),
         (lambda m: m(torch.zeros(0, 5, dtype=torch.long)), "Empty batch"),
         (lambda m: m(torch.zeros(2, 0, dtype=torch.long)), "Empty sequence"),
-        (lambda m: m(torch.ones(2, 4, dtype=torch.long), labels=torch.ones(2, 5, dtype=torch.long)), "labels have shape"),
+        (lambda m: m(torch.ones(2, 4, dtype=torch.long), labels=torch.ones(2, 5, dtype=torch.long)),
+         "labels have shape"),
         (lambda m: m(torch.ones(2, 4, dtype=torch.long), attention_mask=torch.ones(2, 3)), "attention_mask has shape"),
         (lambda m: m(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.tensor([[0, 1, 1, 1]])), "right padding"),
-        (lambda m: m(torch.ones(2, 4, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]])), "no real token"),
+        (lambda m: m(torch.ones(2, 4, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]])),
+         "no real token"),
         (lambda m: m(torch.ones(4, dtype=torch.long)), "batch_size, sequence_length"),
     ],
 )

@@ -141,10 +141,14 @@ def test_listops_generator_operations_on_hand_worked_trees():
     assert (tree.value, tree.depth, tree.dependency_depth) == (6, 2, 1)
     assert tree.tokens == "[MED 4 8 5 [MAX 8 4 9 ] ]".split()
     # [MAX 1 [MIN 9 [SM 1 2 ] ] ]: SM = 3, MIN picks it, MAX picks the MIN: every level is needed
-    tree = apply_operation("MAX", digits(1) + [apply_operation("MIN", digits(9) + [apply_operation("SM", digits(1, 2))])])
+    tree = apply_operation(
+        "MAX", digits(1) + [apply_operation("MIN", digits(9) + [apply_operation("SM", digits(1, 2))])]
+    )
     assert (tree.value, tree.depth, tree.dependency_depth) == (3, 3, 3)
     # [MAX 9 [MIN 1 [SM 1 2 ] ] ]: MIN picks the digit 1 and MAX the digit 9: dependency depth 1
-    tree = apply_operation("MAX", digits(9) + [apply_operation("MIN", digits(1) + [apply_operation("SM", digits(1, 2))])])
+    tree = apply_operation(
+        "MAX", digits(9) + [apply_operation("MIN", digits(1) + [apply_operation("SM", digits(1, 2))])]
+    )
     assert (tree.value, tree.depth, tree.dependency_depth) == (9, 3, 1)
 
 

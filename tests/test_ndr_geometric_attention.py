@@ -138,7 +138,8 @@ def direct_geometric_attention_output(query, key, value, mask=None, normalize=Fa
 
 @pytest.fixture(params=["fused", "pytorch"])
 def path(request, monkeypatch):
-    """Run a test on the fused kernel and on the PyTorch fallback (as with no compiler, or LENGTHGEN_FUSED_GEOMETRIC=0)."""
+    """Run a test on the fused kernel and on the PyTorch fallback (as with no compiler, or
+    LENGTHGEN_FUSED_GEOMETRIC=0)."""
     if request.param == "pytorch":
         monkeypatch.setattr(geometric_module, "load_cpu_kernel", lambda: None)
     elif geometric_attention_cpu.load() is None:
@@ -178,12 +179,16 @@ def test_attention_gradcheck(path, normalize):
     rows."""
     g = torch.Generator().manual_seed(1)
     for n in (1, 2, 5, 8) + ((70,) if path == "fused" else ()):
-        inputs = [(torch.randn(2, 2, n, 3, generator=g, dtype=torch.float64) * s).requires_grad_() for s in (1.5, 1.5, 1)]
+        inputs = [
+            (torch.randn(2, 2, n, 3, generator=g, dtype=torch.float64) * s).requires_grad_() for s in (1.5, 1.5, 1)
+        ]
         bias = torch.randn(2, 2, n, 2, generator=g, dtype=torch.float64).requires_grad_()
         mask = torch.ones(2, 1, n, dtype=torch.bool)
         mask[0, :, n // 2:] = False
         for m in (None, mask) if n < 70 else (mask,):
-            torch.autograd.gradcheck(lambda q, k, v, b: geometric_attention(q, k, v, m, normalize, b, 0.9), (*inputs, bias))
+            torch.autograd.gradcheck(
+                lambda q, k, v, b: geometric_attention(q, k, v, m, normalize, b, 0.9), (*inputs, bias)
+            )
 
 
 @pytest.mark.parametrize("normalize", [False, True])
@@ -270,7 +275,8 @@ def test_triton_kernel_under_the_interpreter():
     pytest.importorskip("triton")
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "triton_interpreter_checks.py")
     result = subprocess.run(
-        [sys.executable, script], env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600
+        [sys.executable, script], env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "agree" in result.stdout

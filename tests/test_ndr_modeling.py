@@ -76,7 +76,10 @@ def test_one_step_is_equations_5_1_to_5_4_and_5_10(normalize):
     weights = geometric_attention_weights(logits, normalize=normalize)
     attended = (weights @ v).transpose(1, 2).reshape(1, 7, -1) @ attention.output.weight.T + attention.output.bias
     a = F.layer_norm(h + attended, (32,), layer.attention_norm.weight, layer.attention_norm.bias, 1e-5)
-    ffn = F.relu(a @ layer.data_ffn_in.weight.T + layer.data_ffn_in.bias) @ layer.data_ffn_out.weight.T + layer.data_ffn_out.bias
+    ffn = (
+        F.relu(a @ layer.data_ffn_in.weight.T + layer.data_ffn_in.bias) @ layer.data_ffn_out.weight.T
+        + layer.data_ffn_out.bias
+    )
     u = F.layer_norm(ffn, (32,), layer.update_norm.weight, layer.update_norm.bias, 1e-5)
     gate_hidden = F.relu(a @ layer.gate_ffn_in.weight.T + layer.gate_ffn_in.bias)
     g = torch.sigmoid(gate_hidden @ layer.gate_ffn_out.weight.T + layer.gate_ffn_out.bias)

@@ -109,7 +109,8 @@ def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(
          "--use_cpu", "--disable_tqdm", "true", "--report_to", "none"]
     )
     # transformers 5 saves how the evaluation loaded the tokenizer (from a folder, offline): not for the Hub
-    saved = {**json.loads((evaluated / "tokenizer_config.json").read_text()), "local_files_only": True, "is_local": True}
+    saved = {**json.loads((evaluated / "tokenizer_config.json").read_text()),
+             "local_files_only": True, "is_local": True}
     (evaluated / "tokenizer_config.json").write_text(json.dumps(saved, indent=2))
     folder = release(str(evaluated), "someone/ndr-tiny-7", target=str(tmp_path / "release"))
     released = json.loads(open(os.path.join(folder, "tokenizer_config.json")).read())
@@ -124,7 +125,9 @@ def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(
         [*VERIFY, folder, "--split", "test", "--without_lengthgen"], capture_output=True, text=True, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1])["measured"] == pytest.approx(metrics["eval_test_accuracy"])
+    assert json.loads(result.stdout.strip().splitlines()[-1])["measured"] == pytest.approx(
+        metrics["eval_test_accuracy"]
+    )
 
 
 def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypatch):
@@ -159,7 +162,9 @@ def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, ca
     monkeypatch.setenv("HF_TOKEN", "hf_offline_test_token")
     monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: None)
     uploaded = tmp_path / "uploaded"
-    monkeypatch.setattr(HfApi, "upload_folder", lambda self, repo_id, folder_path, **kw: shutil.copytree(folder_path, uploaded))
+    monkeypatch.setattr(
+        HfApi, "upload_folder", lambda self, repo_id, folder_path, **kw: shutil.copytree(folder_path, uploaded)
+    )
     main([folder, "--repo_id", "someone/ndr-tiny", "--push"])
     assert capsys.readouterr().out.strip() == folder
     # as the console script runs it: exit status 0 and the folder's path
@@ -324,7 +329,9 @@ def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(trained, tm
     assert record.trained_by == {"spec": trained_record.spec, "command": trained_record.command,
                                  "training": trained_record.training}
     assert record.command.endswith("--num_steps 4 --use_cpu --report_to none") and record.training is None
-    card = open(os.path.join(release(str(tmp_path / "eval"), "someone/x", target=str(tmp_path / "r")), "README.md")).read()
+    card = open(
+        os.path.join(release(str(tmp_path / "eval"), "someone/x", target=str(tmp_path / "r")), "README.md")
+    ).read()
     assert trained_record.command in card and record.command in card and "Trained 30 steps" in card
 
 
@@ -336,7 +343,8 @@ def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stoppe
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
          "--config_overrides", "hidden_size=32,intermediate_size=64,num_layers=3",
          "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
-         "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "100000", "--max_train_seconds", "8",
+         "--output_dir", str(output_dir), "--do_train", "--do_eval", "--max_steps", "100000",
+         "--max_train_seconds", "8",
          "--per_device_train_batch_size", "32", "--eval_strategy", "steps", "--eval_steps", "2", "--save_steps", "2",
          "--save_total_limit", "2",
          "--load_best_model_at_end", "--metric_for_best_model", "accuracy", "--use_cpu", "--disable_tqdm", "true",

@@ -1,4 +1,5 @@
-"""`lengthgen reproduce` on tiny presets: results JSON and plot, resumption, pieces, the num_steps table; the presets."""
+"""`lengthgen reproduce` on tiny presets: results JSON and plot, resumption, pieces, the num_steps table; the
+presets."""
 
 import dataclasses
 import json
@@ -52,7 +53,9 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     assert saved["spec"]["training"]["max_steps"] == 6 and saved["spec"]["model"]["config_overrides"]["num_layers"] == 2
     # per-depth accuracy is the runner's evaluation, split by split
     run = ExperimentResult.load(str(output_root / "ndr-ctl-backward"))
-    assert saved["accuracy"]["test"]["all"] == run.scores["test"]["all"]["accuracy"] == run.metrics["eval_test_accuracy"]
+    assert (
+        saved["accuracy"]["test"]["all"] == run.scores["test"]["all"]["accuracy"] == run.metrics["eval_test_accuracy"]
+    )
     assert {d: saved["accuracy"]["validation"][str(d)] for d in (6, 7, 8)} == {
         d: run.metrics[f"eval_validation_accuracy_d{d}"] for d in (6, 7, 8)}
     # the baseline's numbers beside this run's, the target judged
@@ -89,7 +92,8 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     os.remove(run_dir / "trainer_state.json")
     resumed = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
     assert resumed["training"]["steps"] == 6
-    assert [p["step"] for p in resumed["learning_curve"] if "loss" in p] == [p["step"] for p in saved["learning_curve"] if "loss" in p]
+    assert ([p["step"] for p in resumed["learning_curve"] if "loss" in p]
+            == [p["step"] for p in saved["learning_curve"] if "loss" in p])
     assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 2
     assert not (run_dir / reproduce.PIECE_FILE).exists()  # a session that returned leaves no start behind
 
@@ -172,7 +176,9 @@ def test_paper_scale_presets_train_the_hub_config_as_it_is_on_the_gpu_when_there
     bf16, batches binned by length; a budget reaches the spec; a trained model is evaluated again in fp32 on the model
     it saved, without a budget."""
     spec = reproduce.experiment("ndr-listops-paper", "out", "bf16", max_train_seconds=480)
-    assert spec.model.config_name.endswith(os.path.join("hub_configs", "ndr-listops")) and not spec.model.config_overrides
+    assert (
+        spec.model.config_name.endswith(os.path.join("hub_configs", "ndr-listops")) and not spec.model.config_overrides
+    )
     assert spec.training.per_device_train_batch_size == 512 and spec.training.learning_rate == 2e-4
     assert spec.training.train_sampling_strategy == "group_by_length" and spec.model.num_steps == 24
     assert spec.training.bf16 and spec.training.max_train_seconds == 480

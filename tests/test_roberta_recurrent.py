@@ -26,7 +26,9 @@ def models(**fields):
 
 def windows(batch=2, num_windows=3, length=12, seed=1):
     """Random windows `<s> ... </s>` with the last window of example 1 shorter and an all-padding window."""
-    ids = torch.randint(3, TINY["vocab_size"], (batch, num_windows, length), generator=torch.Generator().manual_seed(seed))
+    ids = torch.randint(
+        3, TINY["vocab_size"], (batch, num_windows, length), generator=torch.Generator().manual_seed(seed)
+    )
     ids[:, :, 0], ids[:, :, -1] = 0, 2
     mask = torch.ones_like(ids)
     if batch > 1:

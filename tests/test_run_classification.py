@@ -29,7 +29,9 @@ def run_classification(argv):
     return train(argv, head="classification", program="python examples/run_classification.py", train_and_evaluate=False)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in os.listdir(os.path.join(REPO, "hub_configs")) if n.startswith(("ndr-", "transformer-"))))
+@pytest.mark.parametrize(
+    "name", sorted(n for n in os.listdir(os.path.join(REPO, "hub_configs")) if n.startswith(("ndr-", "transformer-")))
+)
 def test_ndr_hub_configs_build_and_match_the_task_vocabulary(name, tmp_path):
     folder = os.path.join(REPO, "hub_configs", name)
     config = AutoConfig.from_pretrained(folder)
@@ -62,14 +64,16 @@ def test_end_to_end_with_more_steps_at_evaluation(tmp_path, monkeypatch):
          "--per_device_train_batch_size", "32", "--learning_rate", "2e-3", "--save_strategy", "no", "--use_cpu",
          "--disable_tqdm", "true"]
     )
-    assert {s for training, s in steps_seen if training} == {4} and {s for training, s in steps_seen if not training} == {6}
+    assert ({s for training, s in steps_seen if training} == {4}
+            and {s for training, s in steps_seen if not training} == {6})
     metrics = result.metrics
     for d in (6, 7, 8):
         assert metrics[f"eval_validation_accuracy_d{d}"] == result.scores["validation"][str(d)]["accuracy"]
     assert {"eval_test_accuracy_d9", "eval_test_accuracy_d10", "eval_validation_iid_accuracy"} <= set(metrics)
     calibration = {"eval_test_ece", "eval_test_ece_d9", "eval_test_ece_d10", "eval_validation_ece_d6"}
     assert calibration <= set(metrics) and all(0 <= metrics[key] <= 1 for key in calibration)
-    assert result.scores["test"]["all"]["examples"] == 20 and set(result.scores) == {"validation_iid", "validation", "test"}
+    assert (result.scores["test"]["all"]["examples"] == 20
+            and set(result.scores) == {"validation_iid", "validation", "test"})
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["num_steps"] is None and saved["num_layers"] == 4 and saved["id2label"]["0"] == "000"
     assert "training_hyperparameters" not in saved  # how it was trained is in its results file, not in its config
@@ -109,16 +113,31 @@ def test_a_spec_file_as_the_example_script_runs_it(tmp_path):
     """`python examples/run_classification.py spec.yaml` (a process, as a user runs it) trains what the file says."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"""
-model: {{config_name: {os.path.join(REPO, "hub_configs/ndr-ctl")}, config_overrides: {{hidden_size: 16, intermediate_size: 32, num_layers: 2}}}}
-data: {{dataset_name: ctl, dataset_config_name: backward, dataset_param: {{train_size: 100, validation_iid_size: 10, validation_size: 10, test_size: 10}}}}
-training: {{output_dir: {tmp_path / "out"}, do_train: true, do_eval: true, max_steps: 2, per_device_train_batch_size: 16, use_cpu: true, report_to: none, save_strategy: "no", learning_rate: 1e-3}}
+model:
+  config_name: {os.path.join(REPO, "hub_configs/ndr-ctl")}
+  config_overrides: {{hidden_size: 16, intermediate_size: 32, num_layers: 2}}
+data:
+  dataset_name: ctl
+  dataset_config_name: backward
+  dataset_param: {{train_size: 100, validation_iid_size: 10, validation_size: 10, test_size: 10}}
+training:
+  output_dir: {tmp_path / "out"}
+  do_train: true
+  do_eval: true
+  max_steps: 2
+  per_device_train_batch_size: 16
+  use_cpu: true
+  report_to: none
+  save_strategy: "no"
+  learning_rate: 1e-3
 """)
     done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "run_classification.py"), str(spec)],
                           capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     record = ExperimentResult.load(str(tmp_path / "out"))
     assert record.training["steps"] == 2 and record.head == "classification"
-    assert record.spec["training"]["learning_rate"] == 1e-3 and set(record.scores) == {"validation_iid", "validation", "test"}
+    assert (record.spec["training"]["learning_rate"] == 1e-3
+            and set(record.scores) == {"validation_iid", "validation", "test"})
 
 
 def test_plot_ndr_writes_attention_and_gate_pictures(tmp_path):

@@ -157,7 +157,9 @@ def test_tokenize_documents_prepends_bos_and_counts_words_of_the_kept_tokens():
     batch = {"text": ["the king said , the queen went", "old town"]}
     whole = tokenize_documents(batch, tokenizer)
     assert whole["num_words"] == [7, 2] and whole["num_tokens"] == [7, 2]
-    assert whole["input_ids"][1] == [tokenizer.bos_token_id] + tokenizer("old town", add_special_tokens=False)["input_ids"]
+    assert whole["input_ids"][1] == (
+        [tokenizer.bos_token_id] + tokenizer("old town", add_special_tokens=False)["input_ids"]
+    )
     first = tokenize_documents(batch, tokenizer, max_tokens=3)
     assert first["num_words"] == [3, 2] and first["num_tokens"] == [3, 2]
 
@@ -174,8 +176,10 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
     monkeypatch.chdir(tmp_path)
     if corpus == "pg19":
         books = write_pg19(tmp_path / "pg19")
-        files = ["--train_file", str(tmp_path / "pg19" / "train"), "--validation_file", str(tmp_path / "pg19" / "validation"),
-                 "--test_file", str(tmp_path / "pg19" / "test"), "--max_eval_tokens", "50", "--max_train_books", "2", "--gradient_checkpointing", "--streaming"]
+        files = ["--train_file", str(tmp_path / "pg19" / "train"),
+                 "--validation_file", str(tmp_path / "pg19" / "validation"),
+                 "--test_file", str(tmp_path / "pg19" / "test"), "--max_eval_tokens", "50", "--max_train_books", "2",
+                 "--gradient_checkpointing", "--streaming"]
         texts = list(books.values())
     else:
         articles = write_wikitext(tmp_path / "wikitext")
@@ -214,7 +218,9 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
         assert metrics[f"{prefix}_tokens"] == count == sum(docs["num_tokens"])
         assert metrics[f"{prefix}_words"] == sum(docs["num_words"])
         assert metrics[f"{prefix}_loss"] == pytest.approx(nll / count, rel=1e-5)
-        assert metrics[f"{prefix}_perplexity_per_word"] == pytest.approx(math.exp(nll / sum(docs["num_words"])), rel=1e-5)
+        assert metrics[f"{prefix}_perplexity_per_word"] == pytest.approx(
+            math.exp(nll / sum(docs["num_words"])), rel=1e-5
+        )
     assert metrics["test_overlap2_tokens"] > 0
     assert metrics["eval_overlap2_flops_per_token"] > metrics["eval_overlap0_flops_per_token"]
 
@@ -223,8 +229,8 @@ def test_run_clm_recurrent_end_to_end(tmp_path, monkeypatch, corpus, use_recurre
 def test_hub_configs_hold_the_papers_settings_and_apply_to_a_gpt2_checkpoint(name, tmp_path):
     folder = Path(__file__).resolve().parents[1] / "hub_configs" / name
     config = AutoConfig.from_pretrained(folder)
-    assert (config.model_type, config.window_size, config.overlap, config.insertion_layer, config.recurrence_hidden_size,
-            config.recurrence_num_hidden_layers, config.n_layer, config.n_embd) == \
+    assert (config.model_type, config.window_size, config.overlap, config.insertion_layer,
+            config.recurrence_hidden_size, config.recurrence_num_hidden_layers, config.n_layer, config.n_embd) == \
         ("gpt2_recurrent", 300, 0, 2, 200, 3, 12, 768)
     assert flops_per_token(config, 300, 0) == pytest.approx(1.75e8, rel=0.01)  # Tables 1-2, overlap 0
     assert not hasattr(config, "training_hyperparameters")  # the recipe is the script's defaults, not the config's

@@ -26,7 +26,9 @@ def main_job(argv) -> dict:
     """examples/nsp_length_generalization.py's main, in this process (loaded from its file)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("main_job", os.path.join(REPO, "examples", "nsp_length_generalization.py"))
+    spec = importlib.util.spec_from_file_location(
+        "main_job", os.path.join(REPO, "examples", "nsp_length_generalization.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.main(argv)
@@ -98,7 +100,8 @@ def test_tiny_ibert_learns_copy_up_to_4_digits(tmp_path):
 def test_run_mlm_saves_model_tokenizer_card_metrics_and_tensorboard(tmp_path):
     metrics = run_mlm(run_args(tmp_path, extra=["--eval_train_samples", "16", "--lr_decay_per_epoch", "0.97"]))
     files = set(os.listdir(tmp_path))
-    assert {"config.json", "model.safetensors", "modeling_ibert.py", "tokenizer.json", "README.md", "all_results.json"} <= files
+    assert {"config.json", "model.safetensors", "modeling_ibert.py", "tokenizer.json", "README.md",
+            "all_results.json"} <= files
     assert any(f.startswith("events.out.tfevents") for _, _, fs in os.walk(tmp_path / "runs") for f in fs)
     for d in (4, 5):
         assert 0.0 <= metrics[f"eval_validation_accuracy_d{d}"] <= 1.0
@@ -186,7 +189,9 @@ def test_run_mlm_names_a_missing_split(tmp_path):
 
     folder = export("nsp_inductive", str(tmp_path / "data"), ["copy"], train_size=16, validation_size=4)
     os.remove(os.path.join(folder, "copy", "validation-00000-of-00001.parquet"))
-    card = open(os.path.join(folder, "README.md")).read().replace("  - split: validation\n    path: copy/validation-*.parquet\n", "")
+    card = open(os.path.join(folder, "README.md")).read().replace(
+        "  - split: validation\n    path: copy/validation-*.parquet\n", ""
+    )
     open(os.path.join(folder, "README.md"), "w").write(card)
     with pytest.raises(UsageError, match="no split to evaluate besides 'train'"):
         run_mlm(run_args(tmp_path / "run", generating=None) + ["--dataset_name", folder])

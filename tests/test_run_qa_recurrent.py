@@ -79,8 +79,8 @@ def test_hub_config_holds_the_papers_settings_and_applies_to_a_roberta_checkpoin
     roberta = RobertaForMaskedLM(RobertaConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                                                intermediate_size=64, max_position_embeddings=66, vocab_size=50))
     roberta.save_pretrained(tmp_path / "roberta")
-    arguments = question_answering.RecurrentQAArguments(model_name_or_path=str(tmp_path / "roberta"), config_name=str(folder),
-                                                use_recurrence=False)
+    arguments = question_answering.RecurrentQAArguments(model_name_or_path=str(tmp_path / "roberta"),
+                                                        config_name=str(folder), use_recurrence=False)
     model = question_answering.load_model(arguments, tokenizer=None)
     assert (model.config.insertion_layer, model.config.recurrence_hidden_size, model.config.use_recurrence,
             model.config.hidden_size) == (2, 768, False, 32)

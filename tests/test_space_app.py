@@ -9,7 +9,8 @@ import time
 import pytest
 
 gradio = pytest.importorskip("gradio", reason="the app needs gradio: pip install -e '.[demo]'")
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser test needs playwright: pip install -e '.[test]'")
+sync_api = pytest.importorskip("playwright.sync_api",
+                               reason="the browser test needs playwright: pip install -e '.[test]'")
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 if CHROMIUM is None:
     pytest.skip("no Chromium to drive (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True)
@@ -116,9 +117,11 @@ def test_shipped_ndr_answers_and_draws_its_pictures_in_a_browser(page, tmp_path)
         model_answer = text.split("Model answer:")[1].split()[0].strip("`")
         assert model_answer == expected and "right" in text  # the shipped model (test 9-10: 1.000 at 14 steps)
         assert where in text
-        for plot in ("#attention", "#gates"):  # the pictures arrive after the answer (the page takes no new problem before)
+        # the pictures arrive after the answer (the page takes no new problem before)
+        for plot in ("#attention", "#gates"):
             page.wait_for_function(
-                "sel => { const img = document.querySelector(sel + ' img'); return img && img.complete && img.naturalWidth > 300 }",
+                "sel => { const img = document.querySelector(sel + ' img'); "
+                "return img && img.complete && img.naturalWidth > 300 }",
                 arg=plot,
             )
     page.screenshot(path=str(tmp_path / "space.png"), full_page=True)

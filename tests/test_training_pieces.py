@@ -98,7 +98,8 @@ def test_the_best_checkpoint_travels_with_the_last_and_ends_the_resumed_run(tmp_
         n for n in first_best_files if not n.startswith(pieces.TRAINING_STATE_FILES))
     assert not (second / "checkpoint-3" / "optimizer.pt").exists()
     train(second, max_steps=9, extra=best_args)
-    assert json.loads((second / "trainer_state.json").read_text())["best_model_checkpoint"] == str(second / "checkpoint-3")
+    assert (json.loads((second / "trainer_state.json").read_text())["best_model_checkpoint"]
+            == str(second / "checkpoint-3"))
     final = load_file(str(second / "model.safetensors"))
     for key in best_weights:
         torch.testing.assert_close(final[key], best_weights[key], rtol=0, atol=0, msg=key)

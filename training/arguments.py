@@ -1,5 +1,6 @@
-"""The arguments of an experiment, as `HfArgumentParser` dataclasses: what a spec's sections hold (lengthgen.training.spec)
-and what `lengthgen train` and the example scripts take on the command line, under the same names.
+"""The arguments of an experiment, as `HfArgumentParser` dataclasses: what a spec's sections hold
+(lengthgen.training.spec) and what `lengthgen train` and the example scripts take on the command line, under the same
+names.
 
 * `ModelArguments`: the model (a checkpoint, a config folder, or a model type) and how its answer is read (`head`);
 * `DataArguments`: the dataset (a lengthgen builder with its generating parameters, or any `load_dataset` path) and
@@ -30,7 +31,8 @@ HEADS = ("classification", "masked_lm", "answer_slots")
 
 @dataclass
 class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={"help": "A checkpoint (folder or Hub id) to fine-tune."})
+    model_name_or_path: str | None = field(default=None, metadata={
+        "help": "A checkpoint (folder or Hub id) to fine-tune."})
     config_name: str | None = field(default=None, metadata={
         "help": "A config (folder or Hub id, e.g. hub_configs/ndr-ctl) to train from scratch."})
     model_type: str | None = field(default=None, metadata={
@@ -43,9 +45,9 @@ class ModelArguments:
         "help": "A tokenizer (folder or Hub id); default: the checkpoint's, else the task's."})
     head: str | None = field(default=None, metadata={
         "help": "How the model's answer is read: 'classification' (a sequence classifier: the answer is the class), "
-                "'masked_lm' (the tokens at the input's [MASK] positions) or 'answer_slots' (any model: one [MASK] slot "
-                "per answer token after the input, read by a linear layer; the leaderboard's). Default: from the "
-                "config's architecture."})
+                "'masked_lm' (the tokens at the input's [MASK] positions) or 'answer_slots' (any model: one [MASK] "
+                "slot per answer token after the input, read by a linear layer; the leaderboard's). Default: from "
+                "the config's architecture."})
     num_steps: int | None = field(default=None, metadata={
         "help": "NDR and Universal Transformer: steps of the shared layer in the final evaluation (default: the "
                 "model's num_layers; training and the evaluations during it use the model's)."})
@@ -101,12 +103,14 @@ class DataArguments:
     dataset_name: str | None = field(default=None, metadata={
         "help": "A lengthgen builder (ctl, listops, nsp_inductive, chomsky_hierarchy, ...) or anything load_dataset "
                 "reads with input, target and difficulty columns (an exported folder, a Hub repository)."})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "The dataset's config (add, backward, ...)."})
+    dataset_config_name: str | None = field(default=None, metadata={
+        "help": "The dataset's config (add, backward, ...)."})
     dataset_param: list[str] = field(default_factory=list, metadata={
         "help": "Generating parameters of a lengthgen builder: KEY=VALUE [KEY=VALUE ...], JSON values (a mapping in a "
                 "spec file)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training rows."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N rows of every evaluation set."})
+    max_eval_samples: int | None = field(default=None, metadata={
+        "help": "Keep the first N rows of every evaluation set."})
     eval_train_samples: int = field(default=0, metadata={
         "help": "Also evaluate on this many training rows, as the evaluation set 'train' (accuracy at the trained "
                 "lengths)."})
@@ -223,5 +227,5 @@ def log_under_output_dir(trainer):
             callback.logging_dir = os.path.join(trainer.args.output_dir, default_logdir())
 
 
-__all__ = ["DataArguments", "DistillationArguments", "HEADS", "ModelArguments", "TrainingArguments", "check_model_paths",
-           "log_under_output_dir", "parse_command_line", "time_budget"]
+__all__ = ["DataArguments", "DistillationArguments", "HEADS", "ModelArguments", "TrainingArguments",
+           "check_model_paths", "log_under_output_dir", "parse_command_line", "time_budget"]

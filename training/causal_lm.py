@@ -1,6 +1,7 @@
 """Fine-tuning and evaluating a causal LM with window-level recurrence (or the plain baseline, or memory tokens) on long
 documents (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained Transformers for Improved Efficiency and
-Context Size", arXiv:2008.07027, §4-5): what `examples/run_clm_recurrent.py` runs (`train_and_evaluate(*parse_args(argv))`).
+Context Size", arXiv:2008.07027, §4-5): what `examples/run_clm_recurrent.py` runs
+(`train_and_evaluate(*parse_args(argv))`).
 
 GPT-2 checkpoints become `GPT2WithRecurrence`; any other causal LM family (Llama, Qwen2, Mistral, GPT-NeoX, ...)
 becomes `CausalLMWithRecurrence`, which also carries memory tokens (`num_memory_tokens`, the RMT baseline).
@@ -79,10 +80,13 @@ class RecurrentLMArguments:
     )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer (default: model_name_or_path)."})
     use_recurrence: bool | None = field(
-        default=None, metadata={"help": "False: the plain model on the same windows (default True or the checkpoint's)."}
+        default=None,
+        metadata={"help": "False: the plain model on the same windows (default True or the checkpoint's)."},
     )
     window_size: int | None = field(default=None, metadata={"help": "Window size T (default 300 or the checkpoint's)."})
-    overlap: int | None = field(default=None, metadata={"help": "Overlap o in training (default 0 or the checkpoint's)."})
+    overlap: int | None = field(
+        default=None, metadata={"help": "Overlap o in training (default 0 or the checkpoint's)."}
+    )
     insertion_layer: int | None = field(default=None, metadata={
         "help": "l_ins (default 2); in a hybrid (Qwen3.5, LFM2, Granite 4, ...) one of its softmax-attention layers"})
     recurrence_hidden_size: int | None = field(default=None, metadata={"help": "Width of the h_prev FFN (200)."})
@@ -91,8 +95,9 @@ class RecurrentLMArguments:
         default=None, metadata={"help": "Carry this many memory tokens instead of h_prev (RMT; not for GPT-2 models)."}
     )
     carry_layer_states: bool | None = field(default=None, metadata={
-        "help": "A hybrid's (Qwen3.5, LFM2, Granite 4, ...) or Mamba-2's recurrent layers carry their states from window "
-                "to window (not in the paper; with an overlap, the state after each window's first T - overlap tokens)."})
+        "help": "A hybrid's (Qwen3.5, LFM2, Granite 4, ...) or Mamba-2's recurrent layers carry their states from "
+                "window to window (not in the paper; with an overlap, the state after each window's first "
+                "T - overlap tokens)."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
     dtype: str = field(default="float32", metadata={
         "help": "Precision the checkpoint's weights are loaded in: float32 (the default: fp32 weights and optimizer "
@@ -121,7 +126,9 @@ class DocumentArguments:
     train_file: str | None = field(default=None, metadata={"help": "Local training documents."})
     validation_file: str | None = field(default=None, metadata={"help": "Local validation documents."})
     test_file: str | None = field(default=None, metadata={"help": "Local test documents."})
-    streaming: bool = field(default=False, metadata={"help": "Stream the corpus (PG-19); training then needs max_steps."})
+    streaming: bool = field(
+        default=False, metadata={"help": "Stream the corpus (PG-19); training then needs max_steps."}
+    )
     max_train_books: int | None = field(default=None, metadata={"help": "First N training books by file name (1250)."})
     max_eval_tokens: int | None = field(
         default=None, metadata={"help": "First N tokens of each validation document (PG-19 early stopping: 15000)."}
@@ -403,7 +410,8 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
             f.write(
                 f"\n## lengthgen\n\nA causal LM with window-level recurrence (`{model.config.model_type}`, recurrence "
                 f"{'on' if model.config.use_recurrence else 'off'}, window {window}, trained with overlap {overlap}): "
-                "Yoshida, Ettinger and Gimpel, *Adding Recurrence to Pretrained Transformers for Improved Efficiency and Context Size* (arXiv:2008.07027, 2020).\n"
+                "Yoshida, Ettinger and Gimpel, *Adding Recurrence to Pretrained Transformers for Improved Efficiency "
+                "and Context Size* (arXiv:2008.07027, 2020).\n"
             )
             if rows:
                 f.write("\n| split | overlap | perplexity per word | perplexity per token | FLOPs/token |\n"

@@ -51,8 +51,8 @@ def abacus_digit_token_ids(tokenizer, answer_slots: bool) -> list[int]:
 
 def load_config(model_args: ModelArguments, tokenizer=None, answer_slots: bool = False):
     """The config to train from scratch: `config_name` (a folder or Hub id) with `config_overrides` applied, or the
-    default config of `model_type` built with them. None for the `lstm` baseline. With the task's `tokenizer`, an
-    Abacus position transformer without `abacus_digit_token_ids` gets the task's digit ids (`abacus_digit_token_ids`)."""
+    default config of `model_type` built with them. None for the `lstm` baseline. With the task's `tokenizer`, an Abacus
+    position transformer without `abacus_digit_token_ids` gets the task's digit ids (`abacus_digit_token_ids`)."""
     overrides = model_args.overrides
     if tokenizer is not None and overrides.get("position_encoding") == "abacus" and \
             "abacus_digit_token_ids" not in overrides:
@@ -125,7 +125,9 @@ def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
     inputs; the classes are the training targets)."""
     if model_args.model_name_or_path:
         tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
-        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
+        config = AutoConfig.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+        )
         return tokenizer, [config.id2label[i] for i in range(config.num_labels)]
     if "train" not in splits:
         raise UsageError(f"Training from scratch needs a 'train' split; the dataset has {sorted(splits)}.")
@@ -278,7 +280,8 @@ def position_limit(model: nn.Module) -> int | None:
     limits = [
         module.num_embeddings
         for module_name, module in model.named_modules()
-        if isinstance(module, nn.Embedding) and ("position" in module_name.split(".")[-1] or module_name.endswith("wpe"))
+        if isinstance(module, nn.Embedding)
+        and ("position" in module_name.split(".")[-1] or module_name.endswith("wpe"))
     ]
     return min(limits) if limits else None
 

@@ -183,11 +183,13 @@ def load_model(model_args: RecurrentQAArguments, tokenizer) -> RobertaWithRecurr
     """RoBERTa weights with the new heads, a roberta_recurrent checkpoint, or a new model from a config."""
     fields = recurrence_fields(model_args, RECURRENCE_FIELDS)
     if model_args.model_name_or_path:
-        config = AutoConfig.from_pretrained(model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
+        config = AutoConfig.from_pretrained(
+            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code)
         if config.model_type == "roberta_recurrent":
             return AutoModelForQuestionAnswering.from_pretrained(
                 model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code, **fields)
-        return RobertaWithRecurrenceForQuestionAnswering.from_pretrained_roberta(model_args.model_name_or_path, **fields)
+        return RobertaWithRecurrenceForQuestionAnswering.from_pretrained_roberta(
+            model_args.model_name_or_path, **fields)
     if not model_args.config_name:
         raise UsageError("Pass --model_name_or_path (fine-tune RoBERTa) or --config_name (train from scratch).")
     base = AutoConfig.from_pretrained(model_args.config_name, trust_remote_code=model_args.trust_remote_code)

@@ -242,7 +242,9 @@ def prepare(head: str, spec: ExperimentSpec, splits):
         return tokenizer, model, lambda d: models.encode_classification(d, tokenizer, labels, KEEP), \
             DataCollatorWithPadding(tokenizer)
     if head == "masked_lm":
-        tokenizer = models.masked_lm_tokenizer(model_args, data_args.dataset_name, data_args.dataset_config_name, splits)
+        tokenizer = models.masked_lm_tokenizer(
+            model_args, data_args.dataset_name, data_args.dataset_config_name, splits
+        )
         set_seed(spec.training.seed)
         model = models.load_masked_lm(model_args, tokenizer)
         return tokenizer, model, lambda d: models.encode_masked(d, tokenizer, KEEP), \
@@ -289,10 +291,14 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         splits["train"] = splits["train"].select(range(min(data_args.max_train_samples, len(splits["train"]))))
     eval_sets = evaluation_sets(splits, data_args)
     if training_args.do_eval and not eval_sets:
-        raise UsageError(f"{data_args.dataset_name} has no split to evaluate besides 'train' (it has {sorted(splits)}).")
+        raise UsageError(
+            f"{data_args.dataset_name} has no split to evaluate besides 'train' (it has {sorted(splits)})."
+        )
     first_eval = data_args.eval_split or ("validation" if "validation" in eval_sets else next(iter(eval_sets), None))
     if first_eval is not None and first_eval not in eval_sets:
-        raise UsageError(f"--eval_split {first_eval!r} is not an evaluation split; the dataset has {sorted(eval_sets)}.")
+        raise UsageError(
+            f"--eval_split {first_eval!r} is not an evaluation split; the dataset has {sorted(eval_sets)}."
+        )
 
     tokenizer, model, encode, collator = prepare(head, spec, splits)
     if model_args.num_steps is not None and "num_steps" not in inspect.signature(model.forward).parameters:
@@ -308,9 +314,11 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         if train_dataset is not None and distill_args.teacher_model_name_or_path:  # the teacher's logits, once
             if head != "classification":
                 raise UsageError("Distillation takes a classifier student (--head classification).")
-            logits = teacher_logits(distill_args.teacher_model_name_or_path, splits["train"]["input"][: len(train_dataset)],
-                                    [model.config.id2label[i] for i in range(model.config.num_labels)],
-                                    distill_args.teacher_logits_cache, trust_remote_code=model_args.trust_remote_code)
+            logits = teacher_logits(
+                distill_args.teacher_model_name_or_path, splits["train"]["input"][: len(train_dataset)],
+                [model.config.id2label[i] for i in range(model.config.num_labels)],
+                distill_args.teacher_logits_cache, trust_remote_code=model_args.trust_remote_code,
+            )
             train_dataset = train_dataset.add_column("teacher_logits", logits.tolist())
         features = {name: by_difficulty(encode(dataset)) for name, dataset in eval_sets.items()}
 
@@ -321,7 +329,9 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         if longest > model_args.randomized_positions:
             raise UsageError(f"--randomized_positions {model_args.randomized_positions} is fewer positions than the "
                              f"longest example ({longest} tokens).")
-    scorers = {name: Scorer(dataset["difficulty"], head, data_args.difficulty_bucket) for name, dataset in features.items()}
+    scorers = {
+        name: Scorer(dataset["difficulty"], head, data_args.difficulty_bucket) for name, dataset in features.items()
+    }
     trainer = ExperimentTrainer(
         model=model,
         args=training_args,
@@ -376,7 +386,11 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         parameters=sum(p.numel() for p in model.parameters()), hardware=hardware(),
     )
     if save and training_args.should_save:
-        if not training_args.do_train and model_args.model_name_or_path and os.path.isdir(model_args.model_name_or_path):
+        if (
+            not training_args.do_train
+            and model_args.model_name_or_path
+            and os.path.isdir(model_args.model_name_or_path)
+        ):
             # an evaluation of a trained folder (e.g. with more NDR steps): the output folder becomes a copy of that
             # model with these numbers, which `lengthgen release` can publish
             trainer.save_model()

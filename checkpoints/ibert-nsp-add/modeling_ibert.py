@@ -68,7 +68,8 @@ class IBertRecurrentLayer(nn.Module):
 
 
 class IBertEmbeddings(nn.Module):
-    """Token embeddings -> recurrent layer (-> + absolute position embeddings, ablation only) -> LayerNorm -> dropout."""
+    """Token embeddings -> recurrent layer (-> + absolute position embeddings, ablation only) -> LayerNorm
+    -> dropout."""
 
     def __init__(self, config: IBertConfig):
         super().__init__()
@@ -269,7 +270,8 @@ class IBertPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        """Linear and embedding weights ~ N(0, initializer_range) as in BERT; LSTM/GRU weights Xavier-uniform, biases 0."""
+        """Linear and embedding weights ~ N(0, initializer_range) as in BERT; LSTM/GRU weights Xavier-uniform,
+        biases 0."""
         super()._init_weights(module)
         if isinstance(module, nn.GRU):
             for name, param in module.named_parameters():
@@ -483,7 +485,8 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
     ) -> SequenceClassifierOutput | tuple:
         r"""
         labels (`torch.Tensor`): class ids of shape `(batch_size,)`; float targets of shape `(batch_size,)` when
-            `num_labels == 1` (regression) or `(batch_size, num_labels)` for `problem_type="multi_label_classification"`.
+            `num_labels == 1` (regression) or `(batch_size, num_labels)` for
+            `problem_type="multi_label_classification"`.
         """
         _check_kwargs(kwargs, "IBertForSequenceClassification.forward")
         flags = {"output_attentions": output_attentions, "output_hidden_states": output_hidden_states}

@@ -86,7 +86,9 @@ def geometric_attention(
                 as_is(query), as_is(key), as_is(value), scale, bias, real, normalize
             )
         else:
-            context = FusedGeometricAttention.apply(flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel)
+            context = FusedGeometricAttention.apply(
+                flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel
+            )
         return context.view(*batch, n, value.shape[-1]).to(value.dtype)
 
 

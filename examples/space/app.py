@@ -250,7 +250,9 @@ def load_checkpoint(name: str) -> Checkpoint:
     try:
         config = AutoConfig.from_pretrained(name)
         tokenizer = AutoTokenizer.from_pretrained(name)
-        model_class = {"ndr": AutoModelForSequenceClassification, "inductive_bert": AutoModelForMaskedLM}.get(config.model_type)
+        model_class = {"ndr": AutoModelForSequenceClassification, "inductive_bert": AutoModelForMaskedLM}.get(
+            config.model_type
+        )
         if model_class is None:
             raise ProblemError(f"{name} is a {config.model_type!r} model; this app shows NDR and I-BERT checkpoints.")
         model = model_class.from_pretrained(name).eval()
@@ -258,7 +260,9 @@ def load_checkpoint(name: str) -> Checkpoint:
     except ProblemError:
         raise
     except Exception as error:  # not a model, corrupt weights: all said in the page
-        raise ProblemError(f"Cannot load checkpoint {name!r}: {type(error).__name__}: {str(error).splitlines()[0]}") from error
+        raise ProblemError(
+            f"Cannot load checkpoint {name!r}: {type(error).__name__}: {str(error).splitlines()[0]}"
+        ) from error
     results = card.data.eval_results or []
     if not results or results[0].dataset_type not in TASKS:
         raise ProblemError(f"The model card of {name!r} names no dataset this app knows ({', '.join(TASKS)}).")
@@ -311,7 +315,10 @@ def ibert_digits_html(problem: Problem, predicted: list[str]) -> str:
             cells.append(f'<span class="digit wrong" title="should be {right}">{html.escape(guess)}'
                          f'<sub>{right}</sub></span>')
     wrong = sum(g != r for g, r in zip(shown, truth))
-    verdict = "all digits right" if wrong == 0 else f"{wrong} of {len(truth)} digits wrong (marked, the right digit below)"
+    verdict = (
+        "all digits right" if wrong == 0
+        else f"{wrong} of {len(truth)} digits wrong (marked, the right digit below)"
+    )
     return f'<div class="restored">{"".join(cells)}</div><p>{verdict}</p>'
 
 
@@ -444,7 +451,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint", action="append", default=[],
                         help=f"offered first (repeatable; default: {FIRST})")
     parser.add_argument("--checkpoint_dir", action="append",
-                        help=f"folder of model folders to offer (default: {', '.join(CHECKPOINT_DIRS)} of this repository)")
+                        help="folder of model folders to offer "
+                             f"(default: {', '.join(CHECKPOINT_DIRS)} of this repository)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     args = parser.parse_args(argv)

@@ -98,7 +98,9 @@ class LSTMForSequenceClassification(LSTMPreTrainedModel):
         if _values_are_free(input_ids) and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
             raise ValueError(f"Token ids must lie in [0, {self.config.vocab_size}).")
         if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}.")
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}."
+            )
         embeddings = self.embeddings(input_ids)
         states = self.lstm(self.dropout(embeddings))[0]
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)

@@ -109,7 +109,8 @@ class NDRAttention(nn.Module):
         self.query_dropout = nn.Dropout(config.attention_query_dropout)
         self.key_dropout = nn.Dropout(config.attention_key_dropout)
         if config.attention_type == "geometric":
-            # directional encoding (Eq. 5.9): per head, W_LR h + b_LR for sources at or right of the target, W_RL h + b_RL left
+            # directional encoding (Eq. 5.9): per head, W_LR h + b_LR for sources at or right of the target,
+            # W_RL h + b_RL left
             self.direction = nn.Linear(d, 2 * self.num_heads)
             self.alpha = nn.Parameter(torch.tensor(self.head_size**-0.5))
             self.beta = nn.Parameter(torch.tensor(1.0))
@@ -200,7 +201,9 @@ class NDRLayer(GradientCheckpointingLayer):
         self.data_ffn_in = nn.Linear(d, config.intermediate_size)  # FFN^data (Eq. 5.5)
         self.data_ffn_out = nn.Linear(config.intermediate_size, d)
         if config.copy_gate:
-            self.update_norm = nn.LayerNorm(d, eps=config.layer_norm_eps) if config.update_normalization == "layernorm" else None
+            self.update_norm = (
+                nn.LayerNorm(d, eps=config.layer_norm_eps) if config.update_normalization == "layernorm" else None
+            )
             self.gate_ffn_in = nn.Linear(d, d)  # FFN^gate, d x d
             self.gate_ffn_out = nn.Linear(d, d)
             self.gate_ffn_out.initial_bias = config.gate_bias_init  # gates start nearly closed (§5.1.1)
@@ -393,7 +396,9 @@ class NDRModel(NDRPreTrainedModel):
         hidden_states = self.embeddings(input_ids) if inputs_embeds is None else inputs_embeds
         if self.config.position_encoding == "absolute":
             positions = torch.arange(hidden_states.shape[1], device=hidden_states.device)
-            hidden_states = hidden_states + sinusoidal_embeddings(positions, self.config.hidden_size).to(hidden_states.dtype)
+            hidden_states = (
+                hidden_states + sinusoidal_embeddings(positions, self.config.hidden_size).to(hidden_states.dtype)
+            )
         for _ in range(steps):
             hidden_states = self.layer(
                 hidden_states, key_padding_mask=key_padding_mask, output_attentions=bool(output_attentions)
@@ -414,7 +419,8 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         self.post_init()
 
     def _check_readout_token(self, read_ids: torch.Tensor):
-        """The classifier reads the end token's column (or the begin token's): raise if a row has another token there."""
+        """The classifier reads the end token's column (or the begin token's): raise if a row has another token
+        there."""
         last = self.config.classifier_position == "last"
         expected = self.config.eos_token_id if last else self.config.bos_token_id
         if expected is None or not _values_are_free(read_ids):
@@ -423,9 +429,9 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         if len(wrong):
             row = int(wrong[0])
             raise ValueError(
-                f"Row {row} has token id {int(read_ids[row])} in its {'last real' if last else 'first'} column, where the "
-                f"classifier reads the {'end' if last else 'begin'} token (id {expected}): frame every input with the "
-                f"begin and end tokens (the tokenizer's [CLS] ... [SEP])."
+                f"Row {row} has token id {int(read_ids[row])} in its {'last real' if last else 'first'} column, "
+                f"where the classifier reads the {'end' if last else 'begin'} token (id {expected}): frame every "
+                f"input with the begin and end tokens (the tokenizer's [CLS] ... [SEP])."
             )
 
     @can_return_tuple

@@ -203,7 +203,9 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
 
     def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):
         super().__init__(config)
-        self.decoder = decoder if decoder is not None else AutoModelForCausalLM.from_config(config.decoder_config_object())
+        self.decoder = (
+            decoder if decoder is not None else AutoModelForCausalLM.from_config(config.decoder_config_object())
+        )
         if "per_layer_inputs" in inspect.signature(decoder_stack(self.decoder).forward).parameters:
             raise ValueError(f"CausalLMWithRecurrence cannot wrap a {self.decoder.config.model_type!r} model: its "
                              "layers also read embeddings of the token ids themselves (per_layer_inputs), which a "
@@ -214,8 +216,10 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             check_carries_layer_states(self.decoder)
         implementation = self.decoder.config._attn_implementation
         if implementation not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
-                             f"not {implementation!r} (h_prev needs an explicit attention mask)")
+            raise ValueError(
+                f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
+                f"not {implementation!r} (h_prev needs an explicit attention mask)"
+            )
         sliding = getattr(self.decoder.config, "sliding_window", None)  # Mistral has no layer_types: every layer
         layer_types = getattr(self.decoder.config, "layer_types", None) or ["sliding_attention"] * bool(sliding)
         for layer_type, field in LIMITED_ATTENTION:

@@ -1,4 +1,5 @@
-"""GPT-2 with window-level recurrence (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained Transformers", 2020, §3-4).
+"""GPT-2 with window-level recurrence (Yoshida, Ettinger and Gimpel, "Adding Recurrence to Pretrained Transformers",
+2020, §3-4).
 
 A pretrained GPT-2 reads a long input in windows of T tokens with stride T - o (o = overlap). Window 1 runs GPT-2
 unchanged. The hidden states of every layer of window i are mean-pooled with softmax-normalised learned layer

@@ -183,8 +183,8 @@ class RobertaWithRecurrenceForQuestionAnswering(WindowRecurrenceMixin, RobertaPr
             if answer_types is not None:
                 known = (answer_types == -100) | ((answer_types >= 0) & (answer_types < self.config.num_answer_types))
                 if values_are_free(answer_types) and not known.all():
-                    raise ValueError(f"Unknown answer type {answer_types[~known].tolist()}: the types are 0 span, 1 yes, "
-                                     f"2 no (-100 ignored)")
+                    raise ValueError(f"Unknown answer type {answer_types[~known].tolist()}: the types are 0 span, "
+                                     f"1 yes, 2 no (-100 ignored)")
             if answer_types is not None and (answer_types != -100).any():
                 loss = loss + F.cross_entropy(answer_type_logits, answer_types, ignore_index=-100)
 

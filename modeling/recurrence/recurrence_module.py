@@ -410,7 +410,8 @@ class RecurrenceModule(nn.Module):
         self.ffn = nn.Sequential(*layers)
 
     def pool(self, hidden_states: list[torch.Tensor], mask: torch.Tensor | None = None) -> torch.Tensor:
-        """z: `(batch, hidden)`, the mean over the positions (those where `mask` is 1, if given) of the pooled layers."""
+        """z: `(batch, hidden)`, the mean over the positions (those where `mask` is 1, if given) of the pooled
+        layers."""
         if self.pooling == "last_layer":
             hidden_states = hidden_states[-1:]
         if mask is None:

@@ -44,7 +44,8 @@ class HotpotQAAnswer(evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=__doc__,
-            citation="Yang et al., HotpotQA: A Dataset for Diverse, Explainable Multi-hop Question Answering, EMNLP 2018.",
+            citation="Yang et al., HotpotQA: A Dataset for Diverse, Explainable Multi-hop Question Answering, "
+                     "EMNLP 2018.",
             inputs_description="predictions, references: answer strings, one per question.",
             features=datasets.Features({"predictions": datasets.Value("string"),
                                         "references": datasets.Value("string")}),
