@@ -4,7 +4,7 @@ through the experiment runner with the answer-slots head (lengthgen.training.mod
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 
 import torch
 
@@ -12,7 +12,7 @@ from lengthgen.cli import UsageError
 from lengthgen.data.answer_slots import answer_layout
 from lengthgen.presets import load_table
 from lengthgen.training import models
-from lengthgen.training.arguments import ModelArguments
+from lengthgen.training.arguments import ModelArguments, TrainingArguments
 from lengthgen.training.runner import run_experiment
 from lengthgen.training.spec import ExperimentSpec
 
@@ -42,6 +42,19 @@ def cell_spec(model: str, task: Task, seed: int, training: dict, output_dir: str
         "training": {**budget, "seed": seed, "data_seed": seed, "output_dir": output_dir,
                      "logging_steps": max(1, budget["max_steps"] // 20)},
     }, source=f"cell {model} / {task.name}")
+
+
+def budget_value(budget: dict, key: str):
+    """A budget's `key`: the value it names, or, where it names none (a cell records the fields its run set), the
+    Trainer's default that the run had."""
+    if key in budget:
+        return budget[key]
+    field = TrainingArguments.__dataclass_fields__.get(key)
+    if field is None:
+        return None
+    if field.default is MISSING and field.default_factory is not MISSING:
+        return field.default_factory()
+    return field.default
 
 
 def recorded_budget(spec: ExperimentSpec) -> dict:
@@ -141,4 +154,4 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
 
 
 __all__ = ["PreparedTask", "TRAINING", "TRAIN_SAMPLE", "cell_name", "cell_spec", "check_model_takes_task",
-           "data_parameters", "prepare_task", "recorded_budget", "run_cell"]
+           "budget_value", "data_parameters", "prepare_task", "recorded_budget", "run_cell"]

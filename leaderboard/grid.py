@@ -187,11 +187,16 @@ LEGACY_BUDGET_KEYS = {"batch_size": "per_device_train_batch_size", "eval_batch_s
 def differs(record: dict, budget: dict, task) -> str | None:
     """What a finished cell's budget and generating parameters have that differs from a run's, e.g.
     `max_steps 600 (asked: 3000)`; None when nothing does. A cell records the parameters its data scale and the
-    command set: the builder's defaults stand for the others. Budget fields are compared where both name them."""
+    command set: the builder's defaults stand for the others. Budget fields are compared where both name them, and a
+    field that only one names beyond the common budget (`train_sampling_strategy`, ...) against the Trainer's default,
+    which the other run had."""
     defaults = cell.data_parameters(task.defaults())
-    asked = {**budget, **defaults, **cell.data_parameters(task.params)}
     had_budget = {LEGACY_BUDGET_KEYS.get(key, key): value for key, value in (record.get("budget") or {}).items()}
-    had = {**had_budget, **defaults, **(record.get("data_parameters") or {})}
+    named_once = (set(budget) ^ set(had_budget)) - set(cell.TRAINING)
+    asked = {**{key: cell.budget_value(budget, key) for key in named_once}, **budget, **defaults,
+             **cell.data_parameters(task.params)}
+    had = {**{key: cell.budget_value(had_budget, key) for key in named_once}, **had_budget, **defaults,
+           **(record.get("data_parameters") or {})}
     found = [f"{key} {had[key]!r} (asked: {value!r})" for key, value in asked.items()
              if key in had and had[key] != value]
     return ", ".join(found) or None

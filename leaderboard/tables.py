@@ -4,8 +4,8 @@
 each task. `leaderboard.md` and `leaderboard.csv`: per task and model, over its runs (every seed at every learning
 rate), the score (mean accuracy over the difficulties above the training range, as Delétang et al. score) of the best
 and the median run, the share of runs that generalize (score at or above the protocol's threshold), the fit
-(accuracy on a sample of training examples, median run), the expected calibration error of the answer tokens over the
-same difficulties as the score (median run), the published scores of the same architecture on the same task
+(accuracy on a sample of training examples) and the expected calibration error of the answer tokens over the same
+difficulties as the score, both of the median run, the published scores of the same architecture on the same task
 (presets/published.yaml), and the cells that failed with their error; then what one cell cost, per model, from the
 cells' own records. `accuracy_by_length.csv`: every cell's accuracy and ECE at every difficulty.
 `plots/<task>.png`: accuracy against difficulty, a line per model (median over runs, the band from the worst to
@@ -173,40 +173,49 @@ def published(task: str, model: str, protocol: str | None) -> list[tuple[str, st
     return found
 
 
+def run_key(cell: dict) -> tuple:
+    """What names a run: model, task, seed and learning rate (its cell's file has it in its name or not)."""
+    return cell["model"], cell["task"], cell["seed"], learning_rate(cell)
+
+
 def summarize(cells: list[dict]) -> list[dict]:
-    """One row per (task, model) over its runs: best and median score, the share of runs that generalize, fit, ECE,
-    runs, failures, the published scores; in order of tasks, then of median score."""
+    """One row per (task, model) over its runs: best and median score, the share of runs that generalize, the fit and
+    ECE of the median run, runs, failures, the published scores; in order of tasks, then of median score. The median
+    run of an even number of runs is the lower of the two middle ones, so that its three numbers are one run's. A
+    failure of a run that has since finished (under its other file name) is not listed."""
+    finished = {run_key(cell) for cell in cells if cell["status"] == "ok"}
     rows = {}
     for cell in cells:
         row = rows.setdefault(
             (cell["task"], cell["model"]),
-            {"task": cell["task"], "model": cell["model"], "scores": [], "fit": [], "ece": [], "failed": [],
-             "metric": None, "generalizes": cell.get("generalizes"), "protocol": cell.get("protocol")},
+            {"task": cell["task"], "model": cell["model"], "runs": [], "failed": [], "metric": None,
+             "generalizes": cell.get("generalizes"), "protocol": cell.get("protocol")},
         )
         if cell["status"] == "ok":
             if cell.get("protocol") in PROTOCOLS and not on_protocol_data(PROTOCOLS[cell["protocol"]], cell, True):
-                row["protocol"] = None  # another answer layout than the published scores': none shown beside it
-            row["scores"].append(cell["score"])
-            row["fit"].append(fit(cell))
-            if calibration(cell) is not None:
-                row["ece"].append(calibration(cell))
+                row["protocol"] = None  # another answer layout or lengths than the published scores': none beside it
+            row["runs"].append(cell)
             row["metric"] = cell["metric"]
-        else:
+        elif run_key(cell) not in finished:
             row["failed"].append(f"{run_label(cell)}: {cell['error']}")
     summary = []
     for row in rows.values():
-        scores = [s for s in row["scores"] if s is not None]
+        runs = row.pop("runs")
+        scored = sorted((run for run in runs if run["score"] is not None), key=lambda run: run["score"])
+        scores = [run["score"] for run in scored]
+        middle = scored or sorted(runs, key=fit)  # runs without a difficulty above training: the median fit's
+        median_run = middle[(len(middle) - 1) // 2] if middle else None
         threshold = row["generalizes"]
         summary.append(
             {
                 **row,
                 "best": max(scores) if scores else None,
-                "median": statistics.median(scores) if scores else None,
+                "median": median_run["score"] if median_run else None,
                 "generalizing": (sum(s >= threshold for s in scores) / len(scores)
                                  if scores and threshold is not None else None),
-                "fit_median": statistics.median(row["fit"]) if row["fit"] else None,
-                "ece_median": statistics.median(row["ece"]) if row["ece"] else None,
-                "seeds": len(row["scores"]),
+                "fit_median": fit(median_run) if median_run else None,
+                "ece_median": calibration(median_run) if median_run else None,
+                "seeds": len(runs),
                 "published": published(row["task"], row["model"], row["protocol"]),
             }
         )
@@ -307,13 +316,23 @@ def _builder_defaults(task: str) -> dict:
 
 
 def on_protocol_data(board, cell: dict, task_only: bool = False) -> bool:
-    """Whether `cell` ran on the protocol's data: the generating parameters it sets for every task (unless
-    `task_only`) and for the cell's task (an answer layout), as the cell recorded them (one it did not record at its
-    builder's default)."""
+    """Whether `cell` ran on the protocol's data, as the cell recorded it (a parameter it did not record at its
+    builder's default): what the protocol's data scale sets for the task's builder (the lengths), the generating
+    parameters the protocol sets for every task, and those it sets for the cell's task (an answer layout). With
+    `task_only`, what decides what a score measures: the data scale's lengths and the task's own parameters, not the
+    sample sizes the protocol sets for every task."""
     from .cell import data_parameters  # (cell imports this module)
+    from .tasks import DATA_SCALES
 
-    wanted = data_parameters({**({} if task_only else board.dataset_param), **board.task_params.get(cell["task"], {})})
-    had = {**data_parameters(_builder_defaults(cell["task"])), **(cell.get("data_parameters") or {})}
+    defaults = _builder_defaults(cell["task"])
+    builder = cell["task"].partition("/")[0]
+    scale_keys = {key for scale in DATA_SCALES.values() for key in ((scale or {}).get(builder) or {})}
+    at_scale = (DATA_SCALES[board.data_scale] or {}).get(builder) or {}
+    scale = {key: at_scale.get(key, defaults.get(key)) for key in scale_keys
+             if not (task_only and key in board.dataset_param)}
+    wanted = data_parameters({**scale, **({} if task_only else board.dataset_param),
+                              **board.task_params.get(cell["task"], {})})
+    had = {**data_parameters(defaults), **(cell.get("data_parameters") or {})}
     return all(had.get(key) == value for key, value in wanted.items())
 
 
@@ -370,6 +389,8 @@ def plot_task(task: str, cells: list[dict], path: str) -> None:
 
 def write_leaderboard(output_dir: str) -> str:
     """Write leaderboard.md, leaderboard.csv, accuracy_by_length.csv and plots/ from the cells; return the .md path."""
+    from .cell import budget_value  # (cell imports this module)
+
     cells = load_cells(output_dir)
     if not cells:
         raise UsageError(f"No cell results in {os.path.join(output_dir, 'cells')}: "
@@ -409,8 +430,9 @@ def write_leaderboard(output_dir: str) -> str:
         "input's length on the Chomsky-hierarchy tasks; digits, depth or steps on the others): a run trains on the "
         "lower difficulties and is scored on the higher ones. Score: the run's accuracy (per answer token on the "
         "Chomsky-hierarchy tasks, as Delétang et al. score them; of the whole answer elsewhere) averaged over the "
-        "difficulties above the training range; the tables give each model's median and best run, and how many "
-        f"runs finished. Fit: the same accuracy on {sample} training examples, all lengths together (median run): a "
+        "difficulties above the training range; the tables give each model's median run (of an even number, the "
+        "lower middle one) and best run, and how many runs finished. Fit: the same accuracy on "
+        f"{sample} training examples, all lengths together (median run): a "
         "low fit means the model did not learn the task at all, a high fit and a low score that it learnt it "
         "without extrapolating. ECE: the expected calibration error of the answer tokens (10 equal-width bins of "
         "the top-label probability) over the score's difficulties (median run).",
@@ -429,7 +451,7 @@ def write_leaderboard(output_dir: str) -> str:
             "et al.'s threshold for a solved task); generalizing: the share of a model's runs that do."
             if thresholds else "."), ""]
     board = PROTOCOLS.get(protocols[0]) if len(protocols) == 1 else None
-    if board and board.models and all(c["budget"].get(key, value) == value for c in ok
+    if board and board.models and all(budget_value(c["budget"], key) == value for c in ok
                                       for key, value in board.training.items()) \
             and all(on_protocol_data(board, c) for c in ok):  # the protocol's own budget and data
         lines += [board_status(board, ok), ""]
@@ -469,6 +491,10 @@ def write_leaderboard(output_dir: str) -> str:
                 else "No difficulty above training.",
                 f"Data: {data}.",
                 "",
+                *([(f"The task's runs ran on {len(datas)} different data (lengths or generating parameters: each "
+                    "cell's JSON has its own); the two lines above are its first run's."), ""]
+                  if len(datas := {json.dumps([c["train_difficulties"], c["score_difficulties"], c["data_parameters"]],
+                                              sort_keys=True) for c in ok_cells}) > 1 else []),
                 *([f"![{task}](plots/{plot_name})", ""] if curves else []),
                 *([(f"Curves from {len(curves)} of the task's {len(ok_cells)} runs; the other "
                     f"{len(ok_cells) - len(curves)} have their score and fit only."), ""]

@@ -278,6 +278,17 @@ def test_a_cell_on_other_data_than_its_protocols_is_not_one_of_its_runs():
     assert on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check", "data_parameters": sizes})
     assert not on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check",
                                           "data_parameters": {**sizes, "test_size": 64}})
+    # the protocol's lengths are its data scale's (the paper's 1-40 and 41-500): a cell at the small scale's 1-20 and
+    # 21-100 is not one of its runs, nor measured as the published scores are (task_only), whatever its sizes
+    small = {**sizes, "train_lengths": [1, 20], "test_lengths": [21, 100]}
+    for task_only in (False, True):
+        assert not on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check", "data_parameters": small},
+                                    task_only)
+        assert on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check",
+                                          "data_parameters": {**small, "train_lengths": [1, 40],
+                                                              "test_lengths": [41, 500]}}, task_only)
+    assert on_protocol_data(chomsky, {"task": "chomsky_hierarchy/parity_check",
+                                      "data_parameters": {"train_size": 7, "test_size": 8}}, task_only=True)
 
 
 def test_overview_is_the_best_run_of_each_model_on_each_task():
@@ -879,14 +890,56 @@ def test_cells_evaluated_in_shuffled_batches_keep_their_scores_but_not_their_cur
     (tmp_path / "cells" / "b.json").write_text(json.dumps({**base, "seed": 1, "score": 0.75}))
     page = open(leaderboard.write_leaderboard(str(tmp_path))).read()
     row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
-    # median score of 0.25 and 0.75, best 0.75; fit 1.0 from both; ECE (0.25 + 0.75) / 2 from the first alone
-    assert row.startswith("| lstm | 0.500 | 0.750 |  | 1.000 | 0.500 | 2 |")
+    # the median run of two is the lower one (score 0.25, fit 1.0, ECE (0.25 + 0.75) / 2), the best 0.75
+    assert row.startswith("| lstm | 0.250 | 0.750 |  | 1.000 | 0.500 | 2 |")
     assert "1 of the 2 runs have their score and fit only: they were evaluated in batches that transformers' " \
            "group_by_length shuffled" in page
     assert "Curves from 1 of the task's 2 runs" in page
     assert os.path.exists(tmp_path / "plots" / "chomsky_hierarchy-parity_check.png")
     by_length = read_csv(str(tmp_path / "accuracy_by_length.csv"))
     assert {r["seed"] for r in by_length} == {"0"} and len(by_length) == 3
+
+
+def test_the_median_runs_columns_are_one_runs_numbers_and_a_failure_since_finished_is_not_listed(tmp_path):
+    """Three runs (score, fit): (0.95, 0.60), (0.50, 1.00), (0.30, 0.99). The median run is the second: score 0.50,
+    fit 1.00 and its ECE, not the median of each column (fit 0.99). A failure written under the run's name without
+    its rate, finished since under the name with it, is not listed; a failure of a run that never finished is."""
+    def cell(seed, score, fit, ece):
+        accuracy = {"test": {"41": {"accuracy": score, "token_accuracy": score, "ece": ece, "examples": 4}},
+                    "train": {"1": {"accuracy": fit, "token_accuracy": fit, "ece": 0.0, "examples": 512}}}
+        return {"model": "lstm", "task": "chomsky_hierarchy/parity_check", "seed": seed, "learning_rate": 1e-3,
+                "status": "ok", "metric": "token_accuracy", "score": score, "score_difficulties": [41],
+                "train_difficulties": [1, 40], "accuracy": accuracy, "evaluation_order": "rows", "train_steps": 10,
+                "train_seconds": 1.0, "eval_seconds": 1.0, "budget": {"max_steps": 10, "learning_rate": 1e-3},
+                "data_parameters": {}, "threads": 1, "hardware": {"cpu": "a CPU", "cpu_capability": "AVX2"},
+                "generalizes": 0.9}
+    failure = {"model": "lstm", "task": "chomsky_hierarchy/parity_check", "learning_rate": 1e-3, "status": "failed",
+               "error": "RuntimeError: out of memory", "traceback": ""}
+    os.makedirs(tmp_path / "cells")
+    for seed, (score, fit, ece) in enumerate([(0.95, 0.60, 0.1), (0.50, 1.00, 0.2), (0.30, 0.99, 0.3)]):
+        (tmp_path / "cells" / f"lstm__p__lr0.001__seed{seed}.json").write_text(json.dumps(cell(seed, score, fit, ece)))
+    (tmp_path / "cells" / "lstm__p__seed1.json").write_text(json.dumps({**failure, "seed": 1}))
+    (tmp_path / "cells" / "lstm__p__seed5.json").write_text(json.dumps({**failure, "seed": 5}))
+    page = open(leaderboard.write_leaderboard(str(tmp_path))).read()
+    row = next(line for line in page.splitlines() if line.startswith("| lstm |"))
+    assert row.startswith("| lstm | 0.500 | 0.950 | 0.333 | 1.000 | 0.200 | 3 |  | seed 5")
+    assert "seed 1" not in row
+
+
+def test_a_rerun_without_the_protocols_sampler_is_another_run(tmp_path):
+    """A cell trained with batches grouped by length (the protocol's sampler) is not the run of a command that leaves
+    the sampler at the Trainer's default (random), and the other way round: the field one budget names and the other
+    does not is compared with the Trainer's default."""
+    from lengthgen.leaderboard.grid import differs
+    from lengthgen.leaderboard.tasks import resolve_task
+
+    task = resolve_task("chomsky_hierarchy/parity_check", "paper")  # the data: the builder's defaults on both sides
+    grouped = {"max_steps": 3, "learning_rate": 1e-3, "train_sampling_strategy": "group_by_length"}
+    plain = {"max_steps": 3, "learning_rate": 1e-3}
+    assert differs({"budget": grouped}, plain, task) == "train_sampling_strategy 'group_by_length' (asked: 'random')"
+    assert differs({"budget": plain}, grouped, task) == "train_sampling_strategy 'random' (asked: 'group_by_length')"
+    assert differs({"budget": plain}, {**plain, "train_sampling_strategy": "random"}, task) is None
+    assert differs({"budget": grouped}, grouped, task) is None
 
 
 def test_a_plot_of_many_models_gives_each_its_own_colour(tmp_path, monkeypatch):
