@@ -52,7 +52,9 @@ the code's choice:
 * cycle_navigation: the code's actions are 0 down, 1 stay, 2 up; `cycle_navigation_code_actions=True`.
 * modular_arithmetic_brackets and solve_equation: the code brackets every operation, `( a op b )`, puts a unary
   minus on numbers only (`- d`, `( - d )`), and writes solve_equation without multiplication (so every equation has
-  one solution); `brackets_code_grammar=True`.
+  one solution); `brackets_code_grammar=True`. (The code picks the number to replace by a uniform position in the
+  string and the next number from there, which favours numbers after runs of brackets; here, with either grammar,
+  every number of the equation is equally likely.)
 * binary_addition, binary_multiplication, compute_sqrt: the paper gives inputs and outputs little-endian (its worked
   examples do not follow this) and the answer as the number, without leading zeros; the answer then has as many
   slots as digits, as the paper gives a model as many empty tokens as the answer has. The code follows the sum with
