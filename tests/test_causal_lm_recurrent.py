@@ -572,6 +572,31 @@ def test_a_key_value_cache_passed_in_and_left_padded_prompts_are_refused():
         model.generate(x, attention_mask=left_padded, max_new_tokens=2, do_sample=False, pad_token_id=0)
 
 
+def test_what_would_lose_the_recurrent_state_is_refused():
+    """Beam search would reorder the sequences without their recurrent state, and a document that ended in padding
+    would be continued after it: both are refused in one line, as are the hidden states generate cannot return. What
+    follows an ended document may be padding, as in a chunked read of a right-padded batch."""
+    model, _ = models("llama")
+    x = tokens(6)
+    greedy = {"max_new_tokens": 2, "do_sample": False, "pad_token_id": 0}
+    with pytest.raises(ValueError, match="(?i)only supports .*beam_search"):
+        model.generate(x, num_beams=2, **greedy)
+    with pytest.raises(ValueError, match=r"returns no hidden states or attentions \(output_hidden_states\)"):
+        model.generate(x, output_hidden_states=True, return_dict_in_generate=True, **greedy)
+    mask = torch.ones(2, 10, dtype=torch.long)
+    mask[1, 7:] = 0
+    with torch.no_grad():
+        state = model(tokens(10), attention_mask=mask, use_cache=True).recurrent_state
+        ended = r"recurrent_state holds documents that ended in padding \(rows \[1\]\)"
+        with pytest.raises(ValueError, match=ended):
+            model.generate(tokens(3), recurrent_state=state, **greedy)
+        with pytest.raises(ValueError, match=ended):
+            model(tokens(3), attention_mask=torch.ones(2, 3, dtype=torch.long), recurrent_state=state)
+        after = torch.tensor([[1, 1, 1], [0, 0, 0]])
+        assert model(tokens(3), attention_mask=after, recurrent_state=state).recurrent_state.ended.tolist() == [False,
+                                                                                                               True]
+
+
 @pytest.mark.parametrize("family", [*FAMILIES, *WITHOUT_ATTENTION, *CARRYING])
 def test_the_window_cache_goes_to_the_argument_the_model_takes(family):
     """A cache passed under a name the model does not take would vanish into its `**kwargs` (the model would run with

@@ -238,3 +238,8 @@ def test_left_padding_and_a_state_from_another_batch_raise_value_error():
     state = model(x).recurrent_state
     with pytest.raises(ValueError, match="recurrent_state holds 2 sequences"):
         model(x[:1], recurrent_state=state)
+    # beam search would reorder the sequences without their state; prompt lookup cannot rewind one
+    with pytest.raises(ValueError, match="(?i)only supports .*beam_search"):
+        model.generate(x, num_beams=2, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    with pytest.raises(ValueError, match="(?i)only supports .*assisted_generation"):
+        model.generate(x, prompt_lookup_num_tokens=3, max_new_tokens=2, do_sample=False, pad_token_id=0)

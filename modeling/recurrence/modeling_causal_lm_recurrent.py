@@ -198,7 +198,6 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     base_model_prefix = "decoder"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
-    _is_stateful = True  # the state is `recurrent_state` (with the window's key-value cache in it)
     accepts_loss_kwargs = False  # `loss` is the mean over this call's tokens; Trainer scales it for accumulation
 
     def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):

@@ -15,6 +15,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers import initialization as init
 from transformers.cache_utils import Cache
+from transformers.generation import GenerationMode
 from transformers.utils import ModelOutput
 
 POOLINGS = ("layer_weighted", "last_layer")
@@ -119,6 +120,8 @@ class RecurrentState(ModelOutput):
     cache: with `use_cache`, the key-value cache of `window_tokens` (with h_prev or the read memory), so that the next
         call runs only its new tokens; None otherwise. A call never changes the cache of the state it is given, so a
         state can be continued more than once.
+    ended: `(batch,)` bool, the documents that ended in padding (a right-padded `attention_mask`): what follows them
+        must be padding too; None when none has.
     """
 
     window_index: int = 0
@@ -127,6 +130,7 @@ class RecurrentState(ModelOutput):
     last_logits: torch.Tensor | None = None
     layer_states: dict | None = None
     cache: Cache | None = None
+    ended: torch.Tensor | None = None
 
 
 @dataclass
@@ -185,6 +189,9 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
     cache for one window) and `get_output_embeddings()`. Put it before the `PreTrainedModel` base."""
 
     cache_takes_many_tokens = True  # whether a call of several tokens can extend a window's cache
+    _is_stateful = True  # the state is `recurrent_state` (with the window's key-value cache in it)
+    # beam search would reorder the sequences without their recurrent state
+    _supported_generation_modes = (GenerationMode.GREEDY_SEARCH.value, GenerationMode.SAMPLE.value)
 
     def _check_inputs(self, input_ids: torch.Tensor, recurrent_state: "RecurrentState | None"):
         check_input_ids(input_ids, "batch_size, sequence_length", self.config.vocab_size)
@@ -212,11 +219,15 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         holds the text before the prompt), then one new token per step with the recurrent state. With the cache (the
         default) a step costs one token through the model, and a window boundary one window; with `use_cache=False`
         each step runs the unfinished window again. Prompts must be unpadded: a padded prompt would be continued after
-        its padding."""
+        its padding. Greedy search and sampling only (`_supported_generation_modes`): beam search would reorder the
+        sequences without their recurrent state."""
         if is_first_iteration:
             if attention_mask is not None and not bool(attention_mask.bool().all()):
                 raise ValueError("generate takes prompts without padding (generate each prompt on its own): a padded "
                                  "prompt would be continued after its padding.")
+            if asked := [name for name in ("output_hidden_states", "output_attentions") if kwargs.get(name)]:
+                raise ValueError(f"{type(self).__name__}.generate returns no hidden states or attentions "
+                                 f"({' and '.join(asked)}): the windows' own are not kept.")
         else:
             input_ids = input_ids[:, -1:]
         return {"input_ids": input_ids, "recurrent_state": recurrent_state, "use_cache": use_cache}
@@ -292,13 +303,23 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         if labels is not None and tuple(labels.shape) != tuple(input_ids.shape):
             raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {tuple(input_ids.shape)}")
         check_attention_mask(attention_mask, input_ids)
+        state = recurrent_state or RecurrentState()
+        ended = state.ended
         if attention_mask is not None:
             mask = attention_mask.bool()
             if values_are_free(mask) and (mask[:, 1:] & ~mask[:, :-1]).any():
                 raise ValueError("attention_mask must be 1s then 0s in every row: pad documents on the right.")
             if labels is not None:
                 labels = labels.masked_fill(~mask, -100)
-        state = recurrent_state or RecurrentState()
+        if ended is not None and values_are_free(ended) and ended.any() \
+                and (attention_mask is None or mask[ended].any()):
+            raise ValueError(
+                f"recurrent_state holds documents that ended in padding (rows {ended.nonzero().flatten().tolist()}): "
+                "what follows them must be padding (attention_mask 0). Continue a document on its own to read or "
+                "generate more of it."
+            )
+        if attention_mask is not None:
+            ended = ~mask[:, -1] if ended is None else ended | ~mask[:, -1]
         window = self.config.window_size
         overlap = self.config.overlap if overlap is None else overlap
         check_overlap(window, overlap)
@@ -381,7 +402,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             logits = logits[:, -1:]
         next_state = RecurrentState(
             window_index=window_index, h_prev=h_prev, window_tokens=tokens[:, start:], last_logits=logits[:, -1],
-            layer_states=layer_states, cache=cache,
+            layer_states=layer_states, cache=cache, ended=ended,
         )
         loss = loss_sum / max(count, 1) if labels is not None else None
         output = RecurrentCausalLMOutput(loss=loss, num_predicted_tokens=count, logits=logits,
