@@ -17,6 +17,7 @@ import os
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
@@ -128,12 +129,11 @@ class IBertSelfAttention(nn.Module):
         key = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
         value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
 
-        implementation = self.config._attn_implementation or "eager"
         # Fused kernels do not return the attention probabilities: fall back to eager when they are asked for.
-        if output_attentions or implementation == "eager":
-            attention_interface = eager_attention_forward
-        else:
-            attention_interface = ALL_ATTENTION_FUNCTIONS[implementation]
+        attention_interface = eager_attention_forward
+        if not output_attentions:
+            attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
+                                                                        eager_attention_forward)
         attn_output, attn_weights = attention_interface(
             self,
             query,
@@ -458,6 +458,37 @@ class IBertForMaskedLM(IBertPreTrainedModel):
         return output
 
 
+# Copied from lengthgen.modeling.ndr.modeling_ndr._classification_loss
+def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str | None) -> torch.Tensor:
+    """The loss of a sequence classifier's `logits` `(batch, num_labels)` by the config's `problem_type`, as
+    transformers' classifiers (BertForSequenceClassification) take it, which choose it when it is None: "regression"
+    for one label, "single_label_classification" for integer labels, else "multi_label_classification". Mean squared
+    error against float targets `(batch,)` (`(batch, num_labels)` for several), cross-entropy against class ids
+    `(batch,)`, binary cross-entropy with logits against `(batch, num_labels)` targets. Raises ValueError for labels of
+    another shape, float class ids, or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    batch_size, num_labels = logits.shape
+    if problem_type is None:
+        if num_labels == 1:
+            problem_type = "regression"
+        elif not labels.is_floating_point():
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    one_per_row = problem_type == "single_label_classification" or (problem_type == "regression" and num_labels == 1)
+    expected = (batch_size,) if one_per_row else (batch_size, num_labels)
+    if tuple(labels.shape) != expected:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {expected} for {problem_type}.")
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1) if num_labels == 1 else logits, labels.to(logits.dtype))
+    if problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"labels of single_label_classification are class ids (integers), got dtype {labels.dtype}.")
+    if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
+        raise ValueError(f"Class labels must lie in [0, {num_labels}).")
+    return F.cross_entropy(logits, labels.long())
+
+
 class IBertForSequenceClassification(IBertPreTrainedModel):
     """I-BERT with BERT's classification head (pooled first token -> dropout -> linear)."""
 
@@ -498,28 +529,7 @@ class IBertForSequenceClassification(IBertPreTrainedModel):
             **{flag: value for flag, value in flags.items() if value is not None},
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))
-        loss = None
-        if labels is not None:
-            batch_size = logits.shape[0]
-            problem_type = self.config.problem_type
-            if problem_type is None:
-                if self.num_labels == 1:
-                    problem_type = "regression"
-                elif labels.dtype in (torch.long, torch.int):
-                    problem_type = "single_label_classification"
-                else:
-                    problem_type = "multi_label_classification"
-            expected = (batch_size, self.num_labels) if problem_type == "multi_label_classification" else (batch_size,)
-            if tuple(labels.shape) != expected:
-                raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {expected} for {problem_type}.")
-            if problem_type == "regression":
-                loss = nn.functional.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
-            elif problem_type == "single_label_classification":
-                if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= self.num_labels):
-                    raise ValueError(f"Class labels must lie in [0, {self.num_labels}).")
-                loss = nn.functional.cross_entropy(logits, labels)
-            else:
-                loss = nn.functional.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        loss = _classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
         output = SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )

@@ -24,7 +24,8 @@ class NDRConfig(PretrainedConfig):
         num_layers (`int`, defaults to 14): computational steps of the shared layer at training time; the forward
             argument `num_steps` (or `num_steps` here, when set) runs more or fewer at evaluation (ListOps: train 20,
             test 24, appendix D.3.1).
-        num_steps (`int`, *optional*): steps at evaluation when the forward call does not say; None = `num_layers`.
+        num_steps (`int`, *optional*): steps of every call that does not say (in training too); None = `num_layers`.
+            A released model sets it to the steps its card's numbers were measured with.
         attention_type (`str`, defaults to `"geometric"`): `"geometric"` (Eq. 5.6-5.10, with directional encoding)
             or `"softmax"` (scaled dot product).
         position_encoding (`str`, defaults to `"none"`): `"none"`, `"absolute"` (sinusoidal, added to the input

@@ -135,13 +135,15 @@ class NDRAttention(nn.Module):
         n = hidden_states.shape[1]
         position_query = self.query_dropout(query + self.position_query_bias[:, None, :])
         offsets = torch.arange(n - 1, -n, -1, device=hidden_states.device)  # i - j = n-1 ... -(n-1)
-        relative_keys = self._heads(self.position_key(sinusoidal_embeddings(offsets, self.config.hidden_size)))
+        relative_keys = self._heads(self.position_key(
+            sinusoidal_embeddings(offsets, self.config.hidden_size).to(hidden_states.dtype)))
         by_offset = position_query @ relative_keys.transpose(-1, -2)  # (B, H, N, 2N-1); column c holds offset n-1-c
         i = torch.arange(n, device=hidden_states.device)[:, None]
         j = torch.arange(n, device=hidden_states.device)[None, :]
         scores = torch.take_along_dim(by_offset, (n - 1 - (i - j))[None, None], dim=-1)
         if self.config.position_encoding == "abs_rel_gated":
-            absolute_keys = self._heads(self.position_key(sinusoidal_embeddings(j[0], self.config.hidden_size)))
+            absolute_keys = self._heads(self.position_key(
+                sinusoidal_embeddings(j[0], self.config.hidden_size).to(hidden_states.dtype)))
             absolute = position_query @ absolute_keys.transpose(-1, -2)
             r = torch.sigmoid(self.abs_rel_gate(hidden_states)).transpose(1, 2)[..., None]  # (B, H, N, 1)
             scores = r * scores + (1 - r) * absolute
@@ -176,11 +178,10 @@ class NDRAttention(nn.Module):
                 padding = padding.masked_fill(~key_padding_mask, torch.finfo(content_query.dtype).min)[:, None, None, :]
                 bias = padding if bias is None else bias + padding
             # transformers' attention interface ("sdpa" by default); the weights themselves need the eager path
-            implementation = self.config._attn_implementation or "eager"
-            if output_attentions or implementation == "eager":
-                attention_interface = eager_attention_forward
-            else:
-                attention_interface = ALL_ATTENTION_FUNCTIONS[implementation]
+            attention_interface = eager_attention_forward
+            if not output_attentions:
+                attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
+                                                                            eager_attention_forward)
             context, weights = attention_interface(
                 self, content_query, key, value, bias, dropout=0.0, scaling=scale, is_causal=False
             )
@@ -344,14 +345,34 @@ def _readout_column(hidden_states: torch.Tensor, attention_mask: torch.Tensor | 
     return rows, attention_mask.long().sum(-1) - 1
 
 
-def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, num_labels: int) -> torch.Tensor:
-    """Cross-entropy of `logits` `(batch, num_labels)` against the class ids `labels` `(batch,)`. Raises ValueError for
-    labels of another shape or (where `_values_are_free`) a class outside `[0, num_labels)`."""
-    if tuple(labels.shape) != (logits.shape[0],):
-        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({logits.shape[0]},).")
+def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str | None) -> torch.Tensor:
+    """The loss of a sequence classifier's `logits` `(batch, num_labels)` by the config's `problem_type`, as
+    transformers' classifiers (BertForSequenceClassification) take it, which choose it when it is None: "regression"
+    for one label, "single_label_classification" for integer labels, else "multi_label_classification". Mean squared
+    error against float targets `(batch,)` (`(batch, num_labels)` for several), cross-entropy against class ids
+    `(batch,)`, binary cross-entropy with logits against `(batch, num_labels)` targets. Raises ValueError for labels of
+    another shape, float class ids, or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    batch_size, num_labels = logits.shape
+    if problem_type is None:
+        if num_labels == 1:
+            problem_type = "regression"
+        elif not labels.is_floating_point():
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    one_per_row = problem_type == "single_label_classification" or (problem_type == "regression" and num_labels == 1)
+    expected = (batch_size,) if one_per_row else (batch_size, num_labels)
+    if tuple(labels.shape) != expected:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {expected} for {problem_type}.")
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1) if num_labels == 1 else logits, labels.to(logits.dtype))
+    if problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"labels of single_label_classification are class ids (integers), got dtype {labels.dtype}.")
     if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
         raise ValueError(f"Class labels must lie in [0, {num_labels}).")
-    return F.cross_entropy(logits, labels)
+    return F.cross_entropy(logits, labels.long())
 
 
 class NDRModel(NDRPreTrainedModel):
@@ -448,7 +469,9 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         **kwargs,
     ) -> NDRSequenceClassifierOutput | tuple:
         r"""
-        labels (`torch.LongTensor` of shape `(batch_size,)`): class ids in `[0, num_labels)`.
+        labels (`torch.Tensor`, *optional*): class ids `(batch_size,)` in `[0, num_labels)`; float targets
+            `(batch_size,)` when `num_labels == 1` (regression) or `(batch_size, num_labels)` for
+            `problem_type="multi_label_classification"`, as transformers' classifiers take them.
         """
         _check_kwargs(kwargs, "NDRForSequenceClassification.forward")
         flags = {"output_attentions": output_attentions, "output_gates": output_gates,
@@ -466,7 +489,7 @@ class NDRForSequenceClassification(NDRPreTrainedModel):
         if input_ids is not None:
             self._check_readout_token(input_ids[rows, column])
         logits = self.classifier(hidden_states[rows, column])
-        loss = _classification_loss(logits, labels, self.num_labels) if labels is not None else None
+        loss = _classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
         output = NDRSequenceClassifierOutput(
             loss=loss,
             logits=logits,

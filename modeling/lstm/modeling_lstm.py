@@ -31,6 +31,54 @@ def _values_are_free(tensor: torch.Tensor) -> bool:
     return tensor.device.type == "cpu" or os.environ.get("LENGTHGEN_CHECK_INPUTS", "") == "1"
 
 
+# Copied from lengthgen.modeling.ibert.modeling_ibert._check_attention_mask
+def _check_attention_mask(attention_mask: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """Check that `attention_mask` has the inputs' `shape` and (where `_values_are_free`) is right padding with a real
+    token in every row. Returns the lengths, real tokens per row; raises ValueError naming the problem."""
+    if tuple(attention_mask.shape) != shape:
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {shape}.")
+    lengths = attention_mask.long().sum(-1)
+    if not _values_are_free(attention_mask):
+        return lengths
+    right_padded = torch.arange(shape[1], device=attention_mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(attention_mask.bool(), right_padded):
+        raise ValueError("attention_mask must be 1 on a prefix of each row and 0 after it (right padding).")
+    if int(lengths.min()) == 0:
+        raise ValueError("Empty sequence: a row of attention_mask has no real token.")
+    return lengths
+
+
+# Copied from lengthgen.modeling.ndr.modeling_ndr._classification_loss
+def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str | None) -> torch.Tensor:
+    """The loss of a sequence classifier's `logits` `(batch, num_labels)` by the config's `problem_type`, as
+    transformers' classifiers (BertForSequenceClassification) take it, which choose it when it is None: "regression"
+    for one label, "single_label_classification" for integer labels, else "multi_label_classification". Mean squared
+    error against float targets `(batch,)` (`(batch, num_labels)` for several), cross-entropy against class ids
+    `(batch,)`, binary cross-entropy with logits against `(batch, num_labels)` targets. Raises ValueError for labels of
+    another shape, float class ids, or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    batch_size, num_labels = logits.shape
+    if problem_type is None:
+        if num_labels == 1:
+            problem_type = "regression"
+        elif not labels.is_floating_point():
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    one_per_row = problem_type == "single_label_classification" or (problem_type == "regression" and num_labels == 1)
+    expected = (batch_size,) if one_per_row else (batch_size, num_labels)
+    if tuple(labels.shape) != expected:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {expected} for {problem_type}.")
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1) if num_labels == 1 else logits, labels.to(logits.dtype))
+    if problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"labels of single_label_classification are class ids (integers), got dtype {labels.dtype}.")
+    if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
+        raise ValueError(f"Class labels must lie in [0, {num_labels}).")
+    return F.cross_entropy(logits, labels.long())
+
+
 class LSTMPreTrainedModel(PreTrainedModel):
     config_class = LSTMClassifierConfig
     base_model_prefix = "lstm"
@@ -83,7 +131,9 @@ class LSTMForSequenceClassification(LSTMPreTrainedModel):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`): token ids, right-padded.
         attention_mask (`torch.Tensor` of the same shape, *optional*): 1 for real tokens, 0 for padding.
-        labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*): class ids in `[0, num_labels)`.
+        labels (`torch.Tensor`, *optional*): class ids `(batch_size,)` in `[0, num_labels)`; float targets
+            `(batch_size,)` when `num_labels == 1` (regression) or `(batch_size, num_labels)` for
+            `problem_type="multi_label_classification"`, as transformers' classifiers take them.
         output_hidden_states (`bool`, *optional*): return the embeddings and the last layer's states.
         """
         unknown = sorted(set(kwargs) - {"num_items_in_batch", "token_type_ids"})
@@ -97,20 +147,13 @@ class LSTMForSequenceClassification(LSTMPreTrainedModel):
             raise ValueError(f"input_ids must be integer token ids, got dtype {input_ids.dtype}.")
         if _values_are_free(input_ids) and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
             raise ValueError(f"Token ids must lie in [0, {self.config.vocab_size}).")
-        if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)}."
-            )
         embeddings = self.embeddings(input_ids)
         states = self.lstm(self.dropout(embeddings))[0]
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)
-        last = attention_mask.long().sum(-1) - 1 if attention_mask is not None else torch.full_like(rows, -1)
+        last = (_check_attention_mask(attention_mask, tuple(input_ids.shape)) - 1 if attention_mask is not None
+                else torch.full_like(rows, -1))
         logits = self.classifier(self.dropout(states[rows, last]))
-        loss = None
-        if labels is not None:
-            if tuple(labels.shape) != (input_ids.shape[0],):
-                raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({input_ids.shape[0]},).")
-            loss = F.cross_entropy(logits, labels)
+        loss = _classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
         output_hidden_states = (output_hidden_states if output_hidden_states is not None
                                 else self.config.output_hidden_states)
         return SequenceClassifierOutput(loss=loss, logits=logits,

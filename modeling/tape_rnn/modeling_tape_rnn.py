@@ -251,14 +251,34 @@ def _readout_column(hidden_states: torch.Tensor, attention_mask: torch.Tensor | 
 
 
 # Copied from lengthgen.modeling.ndr.modeling_ndr._classification_loss
-def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, num_labels: int) -> torch.Tensor:
-    """Cross-entropy of `logits` `(batch, num_labels)` against the class ids `labels` `(batch,)`. Raises ValueError for
-    labels of another shape or (where `_values_are_free`) a class outside `[0, num_labels)`."""
-    if tuple(labels.shape) != (logits.shape[0],):
-        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected ({logits.shape[0]},).")
+def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_type: str | None) -> torch.Tensor:
+    """The loss of a sequence classifier's `logits` `(batch, num_labels)` by the config's `problem_type`, as
+    transformers' classifiers (BertForSequenceClassification) take it, which choose it when it is None: "regression"
+    for one label, "single_label_classification" for integer labels, else "multi_label_classification". Mean squared
+    error against float targets `(batch,)` (`(batch, num_labels)` for several), cross-entropy against class ids
+    `(batch,)`, binary cross-entropy with logits against `(batch, num_labels)` targets. Raises ValueError for labels of
+    another shape, float class ids, or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    batch_size, num_labels = logits.shape
+    if problem_type is None:
+        if num_labels == 1:
+            problem_type = "regression"
+        elif not labels.is_floating_point():
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    one_per_row = problem_type == "single_label_classification" or (problem_type == "regression" and num_labels == 1)
+    expected = (batch_size,) if one_per_row else (batch_size, num_labels)
+    if tuple(labels.shape) != expected:
+        raise ValueError(f"labels have shape {tuple(labels.shape)}, expected {expected} for {problem_type}.")
+    if problem_type == "regression":
+        return F.mse_loss(logits.squeeze(-1) if num_labels == 1 else logits, labels.to(logits.dtype))
+    if problem_type == "multi_label_classification":
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    if labels.is_floating_point() or labels.dtype == torch.bool:
+        raise ValueError(f"labels of single_label_classification are class ids (integers), got dtype {labels.dtype}.")
     if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
         raise ValueError(f"Class labels must lie in [0, {num_labels}).")
-    return F.cross_entropy(logits, labels)
+    return F.cross_entropy(logits, labels.long())
 
 
 def jump_lengths(config, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, input_length=None):
@@ -391,7 +411,9 @@ class TapeRNNForSequenceClassification(TapeRNNPreTrainedModel):
         **kwargs,
     ) -> SequenceClassifierOutput | tuple:
         r"""
-        labels (`torch.LongTensor` of shape `(batch_size,)`, *optional*): class ids in `[0, num_labels)`.
+        labels (`torch.Tensor`, *optional*): class ids `(batch_size,)` in `[0, num_labels)`; float targets
+            `(batch_size,)` when `num_labels == 1` (regression) or `(batch_size, num_labels)` for
+            `problem_type="multi_label_classification"`, as transformers' classifiers take them.
         input_length (*optional*): as in `TapeRNNModel.forward`.
         """
         _check_kwargs(kwargs, "TapeRNNForSequenceClassification.forward")
@@ -399,7 +421,7 @@ class TapeRNNForSequenceClassification(TapeRNNPreTrainedModel):
                                 output_hidden_states=output_hidden_states, return_dict=True)
         rows, column = _readout_column(outputs.last_hidden_state, attention_mask, "last")
         logits = self.classifier(outputs.last_hidden_state[rows, column])
-        loss = _classification_loss(logits, labels, self.num_labels) if labels is not None else None
+        loss = _classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
 
 

@@ -27,7 +27,7 @@ class UniversalTransformerConfig(PretrainedConfig):
             feed-forward network, the paper's choice for language tasks).
         num_layers (`int`, defaults to 6): steps of the shared layer in training; with ACT, the most steps a position
             may take (the paper's `max_steps`).
-        num_steps (`int`, *optional*): steps at evaluation when the forward call does not say; None = `num_layers`.
+        num_steps (`int`, *optional*): steps of every call that does not say (in training too); None = `num_layers`.
             The forward argument `num_steps` runs more or fewer, as for the NDR.
         is_causal (`bool`, defaults to `False`): causal self-attention (the Sequential Universal Transformer).
         position_encoding (`str`, defaults to `"absolute"`): `"absolute"`, the paper's coordinate embedding
