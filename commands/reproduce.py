@@ -87,6 +87,11 @@ def parse_args(argv):
                          "--max_train_seconds")
     if (args.pack_to or args.unpack_from) and len(args.names) != 1:
         raise UsageError("--pack_to and --unpack_from take exactly one preset name")
+    if args.pack_to and args.names[0] in PRESETS:
+        saving = PRESETS[args.names[0]].experiment().training.save_strategy
+        if getattr(saving, "value", saving) == "no":
+            raise UsageError(f"--pack_to packs the run's last checkpoint, and {args.names[0]} saves none "
+                             "(save_strategy no).")
     if args.num_steps_table == "last-checkpoint" and (args.max_train_seconds or args.pack_to):
         raise UsageError("--num_steps_table last-checkpoint evaluates without training: it takes no "
                          "--max_train_seconds or --pack_to")

@@ -98,6 +98,9 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     assert "'chomsky_hierarch' is not a lengthgen builder (did you mean 'chomsky_hierarchy'?)" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_train", "false"], "lengthgen train")
     assert "Nothing to evaluate: without training (--do_train not given, or false), give the trained model" in line
+    line = error_line(capsys, train.main, [*base, *model, "--lr_decay_per_epoch", "0.97", "--lr_scheduler_type",
+                                           "constant"], "lengthgen train")
+    assert "--lr_decay_per_epoch is its own schedule, with AdamW: it takes no --lr_scheduler_type constant" in line
     # transformers' own check
     assert "bf16" in error_line(capsys, train.main, [*base, *model, "--bf16"], "lengthgen train")
     assert not (tmp_path / "out").exists()
@@ -141,6 +144,8 @@ def test_lengthgen_reproduce(capsys, tmp_path, nothing_loads):
         capsys, main, ["--table", "--results_dir", str(tmp_path / "none")], "lengthgen reproduce")
     line = error_line(capsys, main, ["ndr-ctl-sideways"], "lengthgen reproduce")
     assert "Unknown preset 'ndr-ctl-sideways'" in line and "ndr-ctl-backward" in line
+    assert "--pack_to packs the run's last checkpoint, and ibert-nsp-copy-small saves none (save_strategy no)" in \
+        error_line(capsys, main, ["ibert-nsp-copy-small", "--pack_to", str(tmp_path / "pieces")], "lengthgen reproduce")
 
 
 def test_lengthgen_leaderboard(capsys, tmp_path, nothing_loads):
@@ -245,6 +250,13 @@ def test_run_clm_recurrent(capsys, tmp_path, nothing_loads):
     assert "--overlap must be smaller than --window_size 8, got 8" in error_line(
         capsys, main,
         [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "8", "--overlap", "8"],
+        "run_clm_recurrent.py")
+    for flag in ("--windows_per_example", "--eval_chunk_windows", "--eval_every_tokens"):
+        assert f"{flag} must be at least 1, got 0" in error_line(
+            capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", flag, "0"],
+            "run_clm_recurrent.py")
+    assert "A model trained from --config_name needs --tokenizer_name" in error_line(
+        capsys, main, [*base, "--corpus", "pg19", "--config_name", "hub_configs/gpt2-recurrent-pg19"],
         "run_clm_recurrent.py")
 
 

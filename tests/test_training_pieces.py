@@ -186,3 +186,60 @@ def test_a_finished_run_given_again_is_not_trained_further(tmp_path):
     assert all(torch.equal(again[k], v) for k, v in weights.items())
     assert json.loads((out / "train_results.json").read_text()) == metrics
     assert json.loads((out / "lengthgen_results.json").read_text())["training"]["steps"] == 6
+
+
+def test_a_finished_run_measured_in_epochs_given_again_is_not_trained_further(tmp_path):
+    """As above for a run of one epoch (200 rows of 16: 13 steps): the second command loads it, and a third that asks
+    for two epochs goes on from it."""
+    out = tmp_path / "run"
+    extra = ["--num_train_epochs", "1", "--save_strategy", "epoch", "--lr_scheduler_type", "constant"]
+    train(out, max_steps=-1, extra=extra)
+    metrics = json.loads((out / "train_results.json").read_text())
+    train(out, max_steps=-1, extra=extra)
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 13
+    assert json.loads((out / "train_results.json").read_text()) == metrics
+    train(out, max_steps=-1, extra=[*extra[2:], "--num_train_epochs", "2"])
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 26
+
+
+def test_a_run_resumed_with_another_model_or_data_is_refused_and_a_longer_one_goes_on(tmp_path):
+    """The Trainer resumes from the output folder's last checkpoint: a command that asks another model or other data
+    there is stopped with what differs (it would load weights of another model, or train them on other data); other
+    training arguments (more steps, another rate) go on from the checkpoint. A checkpoint to resume that is not there
+    is named."""
+    from lengthgen.cli import UsageError
+
+    out = tmp_path / "run"
+    extra = ["--save_strategy", "steps", "--save_steps", "3"]
+    train(out, max_steps=3, extra=extra)
+    refused = (r"holds a checkpoint of a run with another model or data, which this run would resume: "
+               r"config_overrides .*num_layers': 3.* \(asked: .*num_layers': 2")
+    with pytest.raises(UsageError, match=refused):
+        lengthgen_train(["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
+                         "--config_overrides", "hidden_size=16,intermediate_size=32,num_layers=2",
+                         "--dataset_name", "ctl", "--dataset_config_name", "backward", "--dataset_param", *CTL_PARAMS,
+                         "--output_dir", str(out), "--do_train", "--max_steps", "6", "--use_cpu", "--report_to",
+                         "none", "--do_eval", "false"])
+    with pytest.raises(UsageError, match="dataset_param"):
+        train(out, max_steps=6, extra=["--dataset_param", "train_size=100"])
+    train(out, max_steps=6, extra=[*extra, "--learning_rate", "1e-3"])
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+    with pytest.raises(UsageError, match="--resume_from_checkpoint .*nowhere: no checkpoint there"):
+        train(tmp_path / "other", max_steps=3, extra=["--resume_from_checkpoint", str(tmp_path / "nowhere")])
+
+
+def test_the_per_epoch_decay_warms_up_as_transformers_schedules_do():
+    """lr_decay_per_epoch after a linear warm-up of warmup_steps (transformers' linear warm-up: step / warmup), by
+    hand: 10 rows of 4 make 3 steps an epoch; warm-up 2 steps; decay 0.5 per epoch."""
+    from lengthgen.training.arguments import TrainingArguments
+    from lengthgen.training.runner import exponential_decay_optimizer
+
+    args = TrainingArguments(output_dir="unused", per_device_train_batch_size=4, learning_rate=1.0, warmup_steps=2,
+                             lr_decay_per_epoch=0.5, max_steps=9, use_cpu=True)
+    optimizer, schedule = exponential_decay_optimizer(torch.nn.Linear(1, 1), args, num_train_rows=10)
+    rates = []
+    for _ in range(9):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25])

@@ -164,11 +164,18 @@ class TrainingArguments(HFTrainingArguments):
         "help": "Wall-clock budget of this training session in seconds: stop before it ends with a checkpoint (resume "
                 "by running the same command again)."})
     lr_decay_per_epoch: float | None = field(default=None, metadata={
-        "help": "Multiply the learning rate by this factor after every epoch (the I-BERT paper: 0.97, with Adam), "
-                "instead of --lr_scheduler_type."})
+        "help": "Multiply the learning rate by this factor after every epoch (the I-BERT paper: 0.97), with AdamW and "
+                "--warmup_steps, instead of --lr_scheduler_type and --optim."})
 
     def __post_init__(self):
         check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch})
+        if self.lr_decay_per_epoch is not None:
+            chosen = {name: getattr(getattr(self, name), "value", getattr(self, name))
+                      for name in ("lr_scheduler_type", "optim")}  # (an enum after transformers' own checks)
+            if given := [f"--{name} {value}" for name, value in chosen.items()
+                         if value != type(self).__dataclass_fields__[name].default]:
+                raise UsageError(f"--lr_decay_per_epoch is its own schedule, with AdamW: it takes no "
+                                 f"{', '.join(given)}.")
         if not pinned_memory_helps():
             self.dataloader_pin_memory = False  # torch would warn at every data loader
         super().__post_init__()

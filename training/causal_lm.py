@@ -151,7 +151,8 @@ class DocumentArguments:
             if getattr(self, flag) and not os.path.exists(getattr(self, flag)):
                 raise UsageError(f"--{flag}: no such file or directory: {getattr(self, flag)}")
         check_positive({f"--{flag}": getattr(self, flag)
-                        for flag in ("max_train_books", "max_eval_tokens", "max_train_samples")})
+                        for flag in ("max_train_books", "max_eval_tokens", "max_train_samples", "windows_per_example",
+                                     "eval_every_tokens", "eval_chunk_windows")})
 
 
 @dataclass
@@ -312,6 +313,8 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
         transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
 
+    if not (model_args.tokenizer_name or model_args.model_name_or_path):
+        raise UsageError("A model trained from --config_name needs --tokenizer_name (a tokenizer folder or Hub id).")
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
     tokenizer.model_max_length = int(1e30)  # documents are read in windows, never truncated to the model's positions
     tokenizer.padding_side = "right"

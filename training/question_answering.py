@@ -219,6 +219,8 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
         transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
 
+    if not (model_args.tokenizer_name or model_args.model_name_or_path):
+        raise UsageError("A model trained from --config_name needs --tokenizer_name (a tokenizer folder or Hub id).")
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
     model = load_model(model_args, tokenizer)
     data_files = {split: path for split, path in (("train", data_args.train_file),

@@ -150,8 +150,13 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     metrics, as transformers' example scripts do."""
     args = trainer.args
     checkpoint = args.resume_from_checkpoint
-    if checkpoint is None or checkpoint is True:  # True: the Trainer's own "the last one in the output folder"
+    if checkpoint in (None, True, "True", "true"):  # True: the Trainer's own "the last one in the output folder"
         checkpoint = get_last_checkpoint_or_none(args.output_dir)
+    elif checkpoint in (False, "False", "false"):
+        checkpoint = None
+    elif not os.path.isfile(os.path.join(checkpoint, "trainer_state.json")):
+        raise UsageError(f"--resume_from_checkpoint {checkpoint}: no checkpoint there (a checkpoint-N folder with its "
+                         "trainer_state.json).")
     finished = finished_state(args, checkpoint)
     if finished:
         output = finished_run(trainer, checkpoint, finished)
@@ -167,12 +172,16 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
 
 
 def finished_state(args, checkpoint: str | None) -> TrainerState | None:
-    """The state of `checkpoint` when it reached `max_steps` (a finished run), else None; None too under FSDP or
-    DeepSpeed, whose checkpoints the Trainer loads itself."""
-    if not checkpoint or args.max_steps <= 0 or args.fsdp or args.deepspeed:
+    """The state of `checkpoint` when it reached `max_steps`, or, for a run measured in epochs, the steps it planned for
+    at least as many epochs as asked (a finished run), else None; None too under FSDP or DeepSpeed, whose checkpoints
+    the Trainer loads itself."""
+    if not checkpoint or args.fsdp or args.deepspeed:
         return None
     state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
-    return state if state.global_step >= args.max_steps else None
+    if args.max_steps > 0:
+        return state if state.global_step >= args.max_steps else None
+    planned = state.max_steps > 0 and (state.num_train_epochs or 0) >= args.num_train_epochs
+    return state if planned and state.global_step >= state.max_steps else None
 
 
 def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
@@ -195,14 +204,50 @@ def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
     return TrainOutput(state.global_step, metrics.get("train_loss", float("nan")), metrics)
 
 
+SPEC_FILE = "lengthgen_spec.json"  # the spec of the run training in a folder, written when it starts
+# what a run resumed from a folder's checkpoint must share with the run that wrote it (its training arguments may
+# change: a longer run, another schedule)
+RECIPE = {"model": ("model_name_or_path", "config_name", "model_type", "config_overrides", "tokenizer_name", "head",
+                    "randomized_positions"),
+          "data": ("dataset_name", "dataset_config_name", "dataset_param", "max_train_samples")}
+
+
+def check_same_recipe(output_dir: str, recorded: dict) -> None:
+    """Before training resumes from `output_dir`'s last checkpoint: the model and data of the run that wrote it (its
+    spec file, or its results' spec) must be those of `recorded` (a spec's `to_dict()`); a UsageError naming what
+    differs otherwise. Nothing is checked in a folder that records no spec."""
+    if os.path.isfile(os.path.join(output_dir, SPEC_FILE)):
+        with open(os.path.join(output_dir, SPEC_FILE)) as f:
+            earlier = json.load(f)
+    elif os.path.isfile(os.path.join(output_dir, RESULTS_FILE)):
+        earlier = ExperimentResult.load(output_dir).spec
+    else:
+        return
+    now = json.loads(json.dumps(recorded))  # tuples as JSON lists, as the file has them
+    found = [f"{key} {earlier.get(section, {}).get(key)!r} (asked: {now.get(section, {}).get(key)!r})"
+             for section, keys in RECIPE.items() for key in keys
+             if earlier.get(section, {}).get(key) != now.get(section, {}).get(key)]
+    if found:
+        raise UsageError(f"{output_dir} holds a checkpoint of a run with another model or data, which this run would "
+                         f"resume: {'; '.join(found)}. Give another --output_dir, or delete that folder to start "
+                         "again.")
+
+
 def exponential_decay_optimizer(model, args, num_train_rows: int):
-    """AdamW whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1)."""
+    """AdamW whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1), after a
+    linear warm-up over `warmup_steps` as transformers' schedules have it."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
                                   eps=args.adam_epsilon, weight_decay=args.weight_decay)
     rows_per_step = args.per_device_train_batch_size * args.world_size * args.gradient_accumulation_steps
     steps_per_epoch = max(1, math.ceil(num_train_rows / rows_per_step))
     gamma = args.lr_decay_per_epoch
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: gamma ** (step // steps_per_epoch))
+    total = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * steps_per_epoch)
+    warmup = args.get_warmup_steps(total)
+
+    def factor(step: int) -> float:
+        return (step / max(1, warmup) if step < warmup else 1.0) * gamma ** (step // steps_per_epoch)
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def quiet_logs():
@@ -281,6 +326,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if not training_args.do_train and not model_args.model_name_or_path:
         raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
                          "model with --model_name_or_path.")
+    if training_args.do_train and save and get_last_checkpoint_or_none(training_args.output_dir):
+        check_same_recipe(training_args.output_dir, recorded)
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):
             splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_args.params)
@@ -357,6 +404,10 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
 
     metrics, training = {}, None
     if training_args.do_train:
+        if save and training_args.should_save:  # what a run resumed from this folder must share with this one
+            os.makedirs(training_args.output_dir, exist_ok=True)
+            with open(os.path.join(training_args.output_dir, SPEC_FILE), "w") as f:
+                json.dump(recorded, f, indent=2)
         start = time.perf_counter()
         train_output = train_and_save(trainer, save)
         # a finished run loaded again reports the training time it had (its train_runtime), not the load's
