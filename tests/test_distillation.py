@@ -62,6 +62,29 @@ def test_a_student_trains_with_a_teacher_and_the_logits_are_cached(tmp_path, mon
     assert result.spec["distillation"]["teacher_model_name_or_path"] == str(tmp_path / "teacher")
 
 
+def test_cached_teacher_logits_are_read_back_only_for_the_same_teacher_inputs_and_classes(tmp_path, monkeypatch):
+    """The cache answers the call that wrote it without loading the teacher; other inputs of the same number, or the
+    classes in another order, are computed again (and the cache rewritten), never read off another call's rows."""
+    from lengthgen.training import distillation
+
+    train(tmp_path / "teacher")
+    cache = str(tmp_path / "logits.npy")
+    teacher = str(tmp_path / "teacher")
+    sentences = ["the key to the cabinets is", "the keys to the cabinet are"]
+    first = distillation.teacher_logits(teacher, sentences, ["VBP", "VBZ"], cache)
+    loads = []
+    original = distillation.AutoModelForSequenceClassification.from_pretrained
+    monkeypatch.setattr(distillation.AutoModelForSequenceClassification, "from_pretrained",
+                        lambda *a, **k: loads.append(a) or original(*a, **k))
+    np.testing.assert_array_equal(distillation.teacher_logits(teacher, sentences, ["VBP", "VBZ"], cache), first)
+    assert not loads
+    other = distillation.teacher_logits(teacher, sentences[::-1], ["VBP", "VBZ"], cache)
+    np.testing.assert_allclose(other, first[::-1], rtol=1e-5, atol=1e-6)
+    swapped = distillation.teacher_logits(teacher, sentences[::-1], ["VBZ", "VBP"], cache)
+    np.testing.assert_allclose(swapped, other[:, ::-1], rtol=1e-5, atol=1e-6)
+    assert len(loads) == 2
+
+
 def test_a_teacher_of_other_classes_is_refused(tmp_path):
     lengthgen_train(
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"), "--config_overrides", TINY,

@@ -4,11 +4,14 @@ Dehghani and Zuidema use it to pass a recurrent inductive bias on (2020):
     loss = r T^2 KL(softmax(z_teacher / T) || softmax(z_student / T)) + (1 - r) CE(z_student, gold)
 
 Their LSTM -> Transformer runs use T = 1 and r = 0.9. The teacher is any classifier loadable through the Auto
-classes; its logits on the training inputs are computed once (and cached to a .npy file when asked), so the teacher
-may have its own tokenizer and architecture. A spec's `distillation` section (lengthgen.training.arguments) asks for
+classes; its logits on the training inputs are computed once (and cached to a .npy file when asked, with the
+fingerprint of the teacher, inputs and classes they belong to beside it), so the teacher may have its own tokenizer
+and architecture. A spec's `distillation` section (lengthgen.training.arguments) asks for
 it; the runner's Trainer trains with this loss when a batch carries `teacher_logits`.
 """
 
+import hashlib
+import json
 import os
 
 import numpy as np
@@ -30,12 +33,18 @@ def distillation_loss(student_logits, teacher_logits, labels, temperature: float
 def teacher_logits(teacher: str, inputs: list[str], labels: list[str], cache_file: str | None = None,
                    batch_size: int = 256, trust_remote_code: bool = False) -> np.ndarray:
     """`(len(inputs), len(labels))` logits of the classifier at `teacher` (a folder or Hub id) on `inputs`, its
-    classes put in the student's order `labels`. With `cache_file`, read from it when it holds as many rows, else
-    computed and written there."""
-    if cache_file and os.path.exists(cache_file):
-        cached = np.load(cache_file)
-        if cached.shape == (len(inputs), len(labels)):
-            return cached
+    classes put in the student's order `labels`. With `cache_file`, read from it when the fingerprint beside it
+    (`cache_file.sha256`) is that of this teacher (its weights' size and time where it is a folder), these inputs and
+    these labels; else computed and written there with theirs."""
+    weights = [os.path.join(teacher, name) for name in sorted(os.listdir(teacher))] if os.path.isdir(teacher) else []
+    stamp = [(os.path.basename(path), os.path.getsize(path), os.path.getmtime(path)) for path in weights
+             if path.endswith((".safetensors", ".bin"))]
+    fingerprint = hashlib.sha256(json.dumps([os.path.abspath(teacher) if weights else teacher, stamp, inputs,
+                                             labels]).encode()).hexdigest()
+    if cache_file and os.path.exists(cache_file) and os.path.exists(cache_file + ".sha256"):
+        with open(cache_file + ".sha256") as f:
+            if f.read().strip() == fingerprint:
+                return np.load(cache_file)
     config = AutoConfig.from_pretrained(teacher, trust_remote_code=trust_remote_code)
     teacher_labels = [config.id2label[i] for i in range(config.num_labels)]
     if sorted(teacher_labels) != sorted(labels):
@@ -52,6 +61,8 @@ def teacher_logits(teacher: str, inputs: list[str], labels: list[str], cache_fil
     if cache_file:
         os.makedirs(os.path.dirname(os.path.abspath(cache_file)), exist_ok=True)
         np.save(cache_file, logits)
+        with open(cache_file + ".sha256", "w") as f:
+            f.write(fingerprint + "\n")
     return logits
 
 
