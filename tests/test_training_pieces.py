@@ -243,3 +243,22 @@ def test_the_per_epoch_decay_warms_up_as_transformers_schedules_do():
         optimizer.step()
         schedule.step()
     assert rates == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25])
+
+
+def test_a_budget_that_stops_a_run_saving_only_its_best_still_leaves_the_checkpoint_to_resume(tmp_path, monkeypatch):
+    """`--save_strategy best` saves at an evaluation only when it is a new best, even at the step the budget stops
+    (the Trainer decides after the callbacks): the step it stopped at is saved all the same, so the next piece goes on
+    from there and not from the last best. Made certain with a best that no evaluation can beat."""
+    from lengthgen.training import runner
+
+    original = runner.ExperimentTrainer._determine_best_metric
+    monkeypatch.setattr(runner.ExperimentTrainer, "_determine_best_metric",
+                        lambda self, metrics, trial: original(self, metrics, trial) and self.state.global_step == 3)
+    ticks = iter(range(10**6))  # as above: the budget of 10 s stops after step 9
+    monkeypatch.setattr(pieces, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    out = tmp_path / "run"
+    train(out, extra=["--max_train_seconds", "10", "--eval_strategy", "steps", "--eval_steps", "3",
+                      "--save_strategy", "best", "--metric_for_best_model", "accuracy", "--do_eval"])
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 9
+    assert {"checkpoint-3", "checkpoint-9"} <= {p.name for p in out.iterdir()}
+    assert pieces.get_last_checkpoint_or_none(str(out)).endswith("checkpoint-9")

@@ -49,7 +49,7 @@ from . import models
 from .arguments import log_under_output_dir, time_budget
 from .distillation import distillation_loss, teacher_logits
 from .hardware import hardware
-from .pieces import get_last_checkpoint_or_none
+from .pieces import TimeBudgetCallback, get_last_checkpoint_or_none
 from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
 from .sharding import save_full_model
 from .spec import ExperimentSpec
@@ -162,6 +162,11 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
         output = finished_run(trainer, checkpoint, finished)
     else:
         output = trainer.train(resume_from_checkpoint=checkpoint)
+        budget = next((c for c in trainer.callback_handler.callbacks if isinstance(c, TimeBudgetCallback)), None)
+        stopped = budget.stopped_at if budget else None
+        if stopped is not None and not os.path.isdir(os.path.join(args.output_dir, f"checkpoint-{stopped}")):
+            # save_strategy "best" saves only a new best, even at the step the budget stops: the next piece's start
+            trainer._save_checkpoint(trainer.model, trial=None)
     if log:
         trainer.log_metrics("train", output.metrics)
     if save:
