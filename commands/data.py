@@ -8,7 +8,7 @@
     lengthgen data export nsp_inductive --output_dir datasets_out --push_to_hub you/nsp_inductive
     lengthgen data export --all --output_dir datasets_out --push_to_hub you     # every generated task family
 
-writes DIR/NAME/{config}/{split}-00000-of-00001.parquet, {config}/generation.json (the generating parameters and a
+writes DIR/NAME/{config}/{split}-FINGERPRINT.parquet, {config}/generation.json (the generating parameters and a
 fingerprint) and a README.md dataset card whose `configs:` header lets `datasets.load_dataset("DIR/NAME", "add")`
 read it, locally or once pushed to the Hub. `--all` writes every task family generated here (all but the PTB tasks,
 which read a corpus), each with all its configs; `--dataset_param` then sets the parameters of every family that has
@@ -32,7 +32,7 @@ def main(argv=None):
                                help="config to export (repeatable; default: all)")
     export_parser.add_argument("--output_dir", required=True)
     export_parser.add_argument("--push_to_hub", metavar="REPO", help="also upload the folder to this dataset repo")
-    export_parser.add_argument("--dataset_param", nargs="+", default=[], metavar="KEY=VALUE",
+    export_parser.add_argument("--dataset_param", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                                help="generating parameters, e.g. train_size=1000 train_difficulties=[2,4] "
                                     "(JSON values)")
     args = parser.parse_args(argv)

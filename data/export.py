@@ -6,11 +6,14 @@ folder (`lengthgen data export`).
     lengthgen data export ptb_inductive --dataset_config_name char --output_dir data_out \\
         --dataset_param source=/path/to/ptb
 
-writes ``data_out/nsp_inductive/{config}/{split}-00000-of-00001.parquet``, ``{config}/generation.json`` (the generating
-parameters and a fingerprint) and a README.md dataset card whose ``configs:`` header lets
+writes ``data_out/nsp_inductive/{config}/{split}-{fingerprint}.parquet`` (the first 16 hex digits of the rows'
+fingerprint: ``datasets`` caches a folder's config by the folder's name and its files' names, so another export is
+never served rows cached from an earlier one), ``{config}/generation.json`` (the generating parameters and the whole
+fingerprint) and a README.md dataset card whose ``configs:`` header lets
 ``datasets.load_dataset("data_out/nsp_inductive", "add")`` read it, locally or once pushed to the Hub.
 """
 
+import glob
 import hashlib
 import json
 import os
@@ -94,8 +97,8 @@ def check_params(name: str, config_name: str | None, params: dict):
         if not right:
             raise UsageError(f"Generating parameter {key} of {name} takes {_kind(default)} (default "
                              f"{json.dumps(list(default) if isinstance(default, tuple) else default)}), got {value!r}.")
-        if key.endswith("_size") and value < 0:
-            raise UsageError(f"Generating parameter {key} of {name} must be at least 0, got {value}.")
+        if key.endswith("_size") and value < 1:
+            raise UsageError(f"Generating parameter {key} of {name} must be at least 1, got {value}.")
 
 
 def build(name: str, config_name: str | None = None, cache_dir: str | None = None, **params):
@@ -148,7 +151,8 @@ def _card(name: str, folder: str, default_config: str) -> str:
         lines.append(f"- config_name: {config}")
         lines.append("  data_files:")
         for split in meta["splits"]:
-            lines += [f"  - split: {split}", f"    path: {config}/{split}-*.parquet"]
+            # the fingerprint in the file name: datasets caches a folder's config by its name and these patterns
+            lines += [f"  - split: {split}", f"    path: {config}/{split}-{meta['fingerprint'][:16]}.parquet"]
         if config == default:
             lines.append("  default: true")
         sizes = ", ".join(f"{s}: {n}" for s, n in meta["splits"].items())
@@ -181,14 +185,16 @@ def export(name: str, output_dir: str, config_names=None, push_to_hub: str | Non
     with tempfile.TemporaryDirectory() as cache_dir:
         for config_name in config_names:
             builder, splits = build(name, config_name, cache_dir=cache_dir, **params)
-            os.makedirs(os.path.join(folder, config_name), exist_ok=True)
-            for split, dataset in splits.items():
-                dataset.to_parquet(os.path.join(folder, config_name, f"{split}-00000-of-00001.parquet"))
             meta = {
                 "parameters": builder.config.generating_parameters(),
                 "fingerprint": fingerprint(splits),
                 "splits": {split: len(dataset) for split, dataset in splits.items()},
             }
+            os.makedirs(os.path.join(folder, config_name), exist_ok=True)
+            for stale in glob.glob(os.path.join(folder, config_name, "*.parquet")):  # an earlier export's rows
+                os.remove(stale)
+            for split, dataset in splits.items():
+                dataset.to_parquet(os.path.join(folder, config_name, f"{split}-{meta['fingerprint'][:16]}.parquet"))
             with open(os.path.join(folder, config_name, "generation.json"), "w") as f:
                 json.dump(meta, f, indent=2)
     with open(os.path.join(folder, "README.md"), "w") as f:

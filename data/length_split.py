@@ -35,12 +35,16 @@ class LengthSplitConfig(datasets.BuilderConfig):
 
 
 def source_hash(builder_class) -> str:
-    """sha256 of the source of the builder's module, of this one and of the helpers every generator shares
-    (`splits`): the cache key of generated data, so that a changed generator never serves rows cached by an older
-    one."""
+    """sha256 of the source of the builder's module, of the lengthgen.data modules it takes anything from (a
+    generator kept in a module of its own: nsp, ptb), of this one and of the helpers every generator shares (`splits`):
+    the cache key of generated data, so that a changed generator never serves rows cached by an older one."""
+    module = sys.modules[builder_class.__module__]
+    used = {inspect.getmodule(value) for value in vars(module).values()}
+    generators = sorted((m for m in used if m is not None and m.__name__.startswith(__package__ + ".")),
+                        key=lambda m: m.__name__)
     digest = hashlib.sha256()
-    for module in (sys.modules[builder_class.__module__], sys.modules[__name__], splits):
-        digest.update(inspect.getsource(module).encode())
+    for source in dict.fromkeys([module, *generators, sys.modules[__name__], splits]):
+        digest.update(inspect.getsource(source).encode())
     return digest.hexdigest()[:16]
 
 

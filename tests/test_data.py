@@ -121,6 +121,17 @@ def test_export_folder_loads_with_load_dataset(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert datasets.load_dataset("nsp_inductive", "copy")["train"][0]["input"].count(MASK) >= 1
 
+    # exported again with other parameters (here, and into another folder of the same name): plain load_dataset reads
+    # the new rows, not those datasets cached from the first export
+    for output_dir in (tmp_path, tmp_path / "elsewhere"):
+        again = export("nsp_inductive", str(output_dir), ["add"], **{**params, "train_size": 24})
+        assert len(datasets.load_dataset(again, "add")["train"]) == 24
+    assert sorted(os.listdir(os.path.join(folder, "add"))) == sorted(
+        ["generation.json", *(f"{split}-{fingerprint(datasets.load_dataset(folder, 'add'))[:16]}.parquet"
+                              for split in ("train", "validation"))])  # the earlier export's files are gone
+    with pytest.raises(UsageError, match="parameter validation_size of nsp_inductive must be at least 1, got 0"):
+        export("nsp_inductive", str(tmp_path), ["add"], validation_size=0)
+
 
 def test_cli_export_and_push_to_hub_intercepted(tmp_path, monkeypatch):
     calls = []
@@ -132,9 +143,11 @@ def test_cli_export_and_push_to_hub_intercepted(tmp_path, monkeypatch):
         lambda self, folder_path, repo_id, **kw: calls.append(("upload", repo_id, sorted(os.listdir(folder_path)))),
     )
     cli_main(["export", "nsp_inductive", "--dataset_config_name", "reverse", "--output_dir", str(tmp_path),
-              "--push_to_hub", "me/nsp", "--dataset_param", "train_size=10", "validation_size=4"])
+              "--push_to_hub", "me/nsp", "--dataset_param", "train_size=10", "--dataset_param", "validation_size=4"])
     assert calls[0][:2] == ("create", "me/nsp") and calls[0][2]["repo_type"] == "dataset"
     assert calls[1] == ("upload", "me/nsp", ["README.md", "reverse"])
+    meta = json.load(open(tmp_path / "nsp_inductive" / "reverse" / "generation.json"))  # both --dataset_param taken
+    assert meta["splits"]["train"] == 10 and meta["splits"]["validation"] == 4
 
 
 def test_ptb_splits_on_fixture():
@@ -318,3 +331,16 @@ def test_a_folder_exported_again_is_read_again(tmp_path):
         assert rows[seed] == build("chomsky_hierarchy", "parity_check", cache_dir=str(tmp_path / f"c{seed}"),
                                    train_size=8, test_size=4, test_lengths=(41, 44), seed=seed)[1]["test"]["input"]
     assert rows[0] != rows[1]
+
+
+def test_the_cache_key_of_generated_data_covers_a_generator_kept_in_its_own_module(monkeypatch):
+    """NSP's generator lives in nsp.py, which the builder's module imports: a change there changes the key under which
+    `datasets` caches the builder's rows, as a change in the builder's own module does."""
+    import inspect
+
+    from lengthgen.data import length_split, nsp
+
+    before = length_split.source_hash(NSPInductive)
+    original = inspect.getsource
+    monkeypatch.setattr(inspect, "getsource", lambda obj: original(obj) + ("# changed" if obj is nsp else ""))
+    assert length_split.source_hash(NSPInductive) != before

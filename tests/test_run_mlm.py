@@ -1,3 +1,4 @@
+import glob
 import json
 import os
 import subprocess
@@ -188,9 +189,10 @@ def test_run_mlm_names_a_missing_split(tmp_path):
     from lengthgen.data.export import export
 
     folder = export("nsp_inductive", str(tmp_path / "data"), ["copy"], train_size=16, validation_size=4)
-    os.remove(os.path.join(folder, "copy", "validation-00000-of-00001.parquet"))
+    (validation,) = glob.glob(os.path.join(folder, "copy", "validation-*.parquet"))
+    os.remove(validation)
     card = open(os.path.join(folder, "README.md")).read().replace(
-        "  - split: validation\n    path: copy/validation-*.parquet\n", ""
+        f"  - split: validation\n    path: copy/{os.path.basename(validation)}\n", ""
     )
     open(os.path.join(folder, "README.md"), "w").write(card)
     with pytest.raises(UsageError, match="no split to evaluate besides 'train'"):
