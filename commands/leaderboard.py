@@ -71,7 +71,7 @@ def main(argv=None):
     parser.add_argument("--max_steps", type=int, help="training steps of every cell (default 2000)")
     parser.add_argument("--per_device_train_batch_size", type=int, help="batch size (default 32)")
     parser.add_argument("--learning_rate", type=float, help="AdamW's peak rate (default 5e-4)")
-    parser.add_argument("--dataset_param", nargs="+", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--dataset_param", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="generating parameters, set on every task whose builder has them, e.g. "
                              "test_lengths=[21,60] (JSON values)")
     parser.add_argument("--threads", type=int, help="torch threads of each cell (two runs side by side: 1 each)")

@@ -113,3 +113,22 @@ def test_the_recurrent_lm_script_stops_by_its_budget_and_resumes(tmp_path, monke
     assert whole.keys() == resumed.keys()
     for name in whole:
         torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=1e-6)
+
+
+def test_a_list_flag_given_twice_keeps_the_values_of_both(tmp_path, monkeypatch):
+    """`--dataset_param a=1 --dataset_param b=2` means both, in `lengthgen train` (HfArgumentParser, where argparse
+    would keep the last) and in `lengthgen leaderboard`; other flags keep their places."""
+    from lengthgen.commands import leaderboard
+    from lengthgen.training.arguments import DataArguments, ModelArguments, parse_command_line
+
+    _, data, training = parse_command_line(
+        (ModelArguments, DataArguments, TrainingArguments),
+        ["--model_type", "ndr", "--dataset_name", "ctl", "--dataset_param", "train_size=3", "--max_steps", "-1",
+         "--output_dir", "out", "--dataset_param", "test_size=4", "validation_size=5"])
+    assert data.dataset_param == ["train_size=3", "test_size=4", "validation_size=5"]
+    assert training.max_steps == -1 and training.output_dir == "out"
+    seen = {}
+    monkeypatch.setattr(leaderboard, "run_grid", lambda *args, **kwargs: seen.setdefault("params", args[6]) and [])
+    leaderboard.main(["--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--output_dir",
+                      str(tmp_path), "--dataset_param", "train_size=3", "--dataset_param", "test_size=4"])
+    assert seen["params"] == {"train_size": 3, "test_size": 4}

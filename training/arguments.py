@@ -214,7 +214,27 @@ def parse_command_line(dataclass_types: tuple, argv: list[str]) -> tuple:
     parser = HfArgumentParser(dataclass_types)
     if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
         return parser.parse_json_file(argv[0]) if argv[0].endswith(".json") else parser.parse_yaml_file(argv[0])
-    return parser.parse_args_into_dataclasses(args=argv)
+    lists = {option for action in parser._actions if action.nargs in ("+", "*") for option in action.option_strings}
+    return parser.parse_args_into_dataclasses(args=merge_repeated(argv, lists))
+
+
+def merge_repeated(argv: list[str], flags: set[str]) -> list[str]:
+    """`argv` with the values of a list flag given more than once (`--dataset_param a=1 --dataset_param b=2`) gathered
+    under its first occurrence, where argparse would keep only the last."""
+    groups, first, current = [], {}, None  # current: the list flag whose values come next
+    for arg in argv:
+        if arg.startswith("-") and not arg[1:2].isdigit():
+            current = arg if arg in flags else None
+            if current is not None and current in first:
+                continue
+            if current is not None:
+                first[current] = len(groups)
+            groups.append([arg])
+        elif current is not None:
+            groups[first[current]].append(arg)
+        else:
+            groups.append([arg])
+    return [arg for group in groups for arg in group]
 
 
 def time_budget(args: TrainingArguments) -> list:
