@@ -176,7 +176,8 @@ def test_lengthgen_data(capsys, tmp_path):
     assert "'nosuchparam'" in line and "train_size, validation_size" in line
     line = error_line(capsys, main, [*export, "--dataset_config_name", "sideways"], "lengthgen data")
     assert "'sideways'" in line and "add, copy, reverse" in line
-    assert "at least 0" in error_line(capsys, main, [*export, "--dataset_param", "train_size=-5"], "lengthgen data")
+    assert "at least 1, got 0" in error_line(capsys, main, [*export, "--dataset_param", "train_size=0"],
+                                             "lengthgen data")
     assert "list of 2 integers" in error_line(capsys, main, [*export, "--dataset_param", "train_difficulties=[3]"],
                                               "lengthgen data")
     assert not os.listdir(tmp_path)  # nothing generated
