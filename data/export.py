@@ -150,9 +150,9 @@ def _card(name: str, folder: str, default_config: str) -> str:
             meta = json.load(f)
         lines.append(f"- config_name: {config}")
         lines.append("  data_files:")
-        for split in meta["splits"]:
-            # the fingerprint in the file name: datasets caches a folder's config by its name and these patterns
-            lines += [f"  - split: {split}", f"    path: {config}/{split}-{meta['fingerprint'][:16]}.parquet"]
+        for split in meta["splits"]:  # the files as written (named by the rows' fingerprint, or by an older export)
+            (path,) = glob.glob(os.path.join(folder, config, f"{split}-*.parquet"))
+            lines += [f"  - split: {split}", f"    path: {config}/{os.path.basename(path)}"]
         if config == default:
             lines.append("  default: true")
         sizes = ", ".join(f"{s}: {n}" for s, n in meta["splits"].items())

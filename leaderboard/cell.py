@@ -44,9 +44,19 @@ def cell_spec(model: str, task: Task, seed: int, training: dict, output_dir: str
     }, source=f"cell {model} / {task.name}")
 
 
+LEGACY_BUDGET_KEYS = {"batch_size": "per_device_train_batch_size", "eval_batch_size": "per_device_eval_batch_size",
+                      "warmup_ratio": "warmup_steps"}  # the names of cells written by earlier versions
+
+
+def current_names(budget: dict) -> dict:
+    """A recorded budget with the fields of earlier versions under today's names."""
+    return {LEGACY_BUDGET_KEYS.get(key, key): value for key, value in budget.items()}
+
+
 def budget_value(budget: dict, key: str):
-    """A budget's `key`: the value it names, or, where it names none (a cell records the fields its run set), the
-    Trainer's default that the run had."""
+    """A recorded budget's `key` (under today's name): the value it names, or, where it names none (a cell records the
+    fields its run set), the Trainer's default that the run had."""
+    budget = current_names(budget)
     if key in budget:
         return budget[key]
     field = TrainingArguments.__dataclass_fields__.get(key)
@@ -154,4 +164,4 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
 
 
 __all__ = ["PreparedTask", "TRAINING", "TRAIN_SAMPLE", "cell_name", "cell_spec", "check_model_takes_task",
-           "budget_value", "data_parameters", "prepare_task", "recorded_budget", "run_cell"]
+           "budget_value", "current_names", "data_parameters", "prepare_task", "recorded_budget", "run_cell"]

@@ -180,10 +180,6 @@ def finished_run(cells_dir: str, model: str, task: str, seed: int, rate: float |
     return None, None
 
 
-LEGACY_BUDGET_KEYS = {"batch_size": "per_device_train_batch_size", "eval_batch_size": "per_device_eval_batch_size",
-                      "warmup_ratio": "warmup_steps"}  # the names of cells written by earlier versions
-
-
 def differs(record: dict, budget: dict, task) -> str | None:
     """What a finished cell's budget and generating parameters have that differs from a run's, e.g.
     `max_steps 600 (asked: 3000)`; None when nothing does. A cell records the parameters its data scale and the
@@ -191,7 +187,7 @@ def differs(record: dict, budget: dict, task) -> str | None:
     field that only one names beyond the common budget (`train_sampling_strategy`, ...) against the Trainer's default,
     which the other run had."""
     defaults = cell.data_parameters(task.defaults())
-    had_budget = {LEGACY_BUDGET_KEYS.get(key, key): value for key, value in (record.get("budget") or {}).items()}
+    had_budget = cell.current_names(record.get("budget") or {})
     named_once = (set(budget) ^ set(had_budget)) - set(cell.TRAINING)
     asked = {**{key: cell.budget_value(budget, key) for key in named_once}, **budget, **defaults,
              **cell.data_parameters(task.params)}

@@ -317,10 +317,10 @@ def _builder_defaults(task: str) -> dict:
 
 def on_protocol_data(board, cell: dict, task_only: bool = False) -> bool:
     """Whether `cell` ran on the protocol's data, as the cell recorded it (a parameter it did not record at its
-    builder's default): what the protocol's data scale sets for the task's builder (the lengths), the generating
-    parameters the protocol sets for every task, and those it sets for the cell's task (an answer layout). With
-    `task_only`, what decides what a score measures: the data scale's lengths and the task's own parameters, not the
-    sample sizes the protocol sets for every task."""
+    builder's default): every parameter that a data scale sets for the task's builder, at the protocol's scale (the
+    lengths, the sizes), the generating parameters the protocol sets for every task, and those it sets for the cell's
+    task (an answer layout). With `task_only`, what decides what a score measures: the same without the parameters the
+    protocol sets for every task (the sample sizes of the chomsky protocol)."""
     from .cell import data_parameters  # (cell imports this module)
     from .tasks import DATA_SCALES
 

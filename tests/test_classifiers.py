@@ -1,6 +1,8 @@
 """What every sequence classifier of the library shares with transformers' own: the loss of each `problem_type` as
 BertForSequenceClassification computes it, the attention implementation switched at run time, and bf16."""
 
+import sys
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -69,8 +71,9 @@ def test_each_problem_type_gives_the_loss_transformers_classifiers_give(name):
     classes = torch.tensor([0, 2, 1])
     torch.testing.assert_close(classifier(ids, labels=classes).loss, F.cross_entropy(logits, classes))
     several = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
-    torch.testing.assert_close(classifier(ids, labels=several).loss,
-                               F.binary_cross_entropy_with_logits(logits, several))
+    for multi_hot in (several, several.bool(), several.to(torch.uint8)):  # single-label only for long or int labels
+        torch.testing.assert_close(classifier(ids, labels=multi_hot).loss,
+                                   F.binary_cross_entropy_with_logits(logits, several))
     classifier.config.problem_type = "regression"  # several regression targets per row
     torch.testing.assert_close(classifier(ids, labels=several).loss, F.mse_loss(logits, several))
     classifier.config.problem_type = "single_label_classification"
@@ -83,15 +86,20 @@ def test_each_problem_type_gives_the_loss_transformers_classifiers_give(name):
 
 
 @pytest.mark.parametrize("name", ["ibert", "ndr", "universal_transformer", "position_transformer"])
-def test_the_attention_implementation_switches_at_run_time_and_computes_the_same(name):
-    """`set_attn_implementation("eager")` takes effect, as in transformers' own models, and gives the logits of SDPA."""
+def test_the_attention_implementation_switches_at_run_time_and_computes_the_same(name, monkeypatch):
+    """`set_attn_implementation("eager")` takes effect, as in transformers' own models: the eager attention runs where
+    SDPA ran before, with the same logits."""
     torch.manual_seed(0)
     model = CLASSIFIERS[name](num_labels=3).eval()
+    module = sys.modules[type(model).__module__]
+    eager_calls, eager = [], module.eager_attention_forward
+    monkeypatch.setattr(module, "eager_attention_forward", lambda *a, **k: eager_calls.append(1) or eager(*a, **k))
     ids = inputs()
     sdpa = model(ids).logits
+    assert not eager_calls
     model.set_attn_implementation("eager")
-    assert model.config._attn_implementation == "eager"
     torch.testing.assert_close(model(ids).logits, sdpa, rtol=1e-5, atol=1e-6)
+    assert eager_calls
 
 
 @pytest.mark.parametrize("encoding", ["relative", "abs_rel_gated"])

@@ -124,8 +124,8 @@ def test_a_list_flag_given_twice_keeps_the_values_of_both(tmp_path, monkeypatch)
     _, data, training = parse_command_line(
         (ModelArguments, DataArguments, TrainingArguments),
         ["--model_type", "ndr", "--dataset_name", "ctl", "--dataset_param", "train_size=3", "--max_steps", "-1",
-         "--output_dir", "out", "--dataset_param", "test_size=4", "validation_size=5"])
-    assert data.dataset_param == ["train_size=3", "test_size=4", "validation_size=5"]
+         "--output_dir", "out", "--dataset_param", "test_size=4", "validation_size=5", "--dataset_param=seed=6"])
+    assert data.dataset_param == ["train_size=3", "test_size=4", "validation_size=5", "seed=6"]
     assert training.max_steps == -1 and training.output_dir == "out"
     seen = {}
     monkeypatch.setattr(leaderboard, "run_grid", lambda *args, **kwargs: seen.setdefault("params", args[6]) and [])

@@ -200,6 +200,8 @@ def test_a_finished_run_measured_in_epochs_given_again_is_not_trained_further(tm
     assert json.loads((out / "train_results.json").read_text()) == metrics
     train(out, max_steps=-1, extra=[*extra[2:], "--num_train_epochs", "2"])
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 26
+    train(out, max_steps=-1, extra=[*extra[2:], "--num_train_epochs", "2.5"])  # 2.5 x 13 steps, rounded up
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 33
 
 
 def test_a_run_resumed_with_another_model_or_data_is_refused_and_a_longer_one_goes_on(tmp_path):
@@ -222,8 +224,16 @@ def test_a_run_resumed_with_another_model_or_data_is_refused_and_a_longer_one_go
                          "none", "--do_eval", "false"])
     with pytest.raises(UsageError, match="dataset_param"):
         train(out, max_steps=6, extra=["--dataset_param", "train_size=100"])
+    # the same config in another checkout (a piece restored elsewhere): compared by its folder's name
+    spec_file = out / "lengthgen_spec.json"
+    spec = json.loads(spec_file.read_text())
+    spec["model"]["config_name"] = "/another/checkout/hub_configs/ndr-ctl"
+    spec_file.write_text(json.dumps(spec))
     train(out, max_steps=6, extra=[*extra, "--learning_rate", "1e-3"])
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+    # not resumed (--resume_from_checkpoint false): a new run of any model may start in the folder
+    train(out, max_steps=2, extra=["--resume_from_checkpoint", "false", "--dataset_param", "train_size=100"])
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
     with pytest.raises(UsageError, match="--resume_from_checkpoint .*nowhere: no checkpoint there"):
         train(tmp_path / "other", max_steps=3, extra=["--resume_from_checkpoint", str(tmp_path / "nowhere")])
 

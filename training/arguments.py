@@ -221,8 +221,12 @@ def parse_command_line(dataclass_types: tuple, argv: list[str]) -> tuple:
 def merge_repeated(argv: list[str], flags: set[str]) -> list[str]:
     """`argv` with the values of a list flag given more than once (`--dataset_param a=1 --dataset_param b=2`) gathered
     under its first occurrence, where argparse would keep only the last."""
-    groups, first, current = [], {}, None  # current: the list flag whose values come next
+    spelled = []  # `--flag=value` as `--flag value`
     for arg in argv:
+        flag, equals, value = arg.partition("=")
+        spelled += [flag, value] if equals and flag in flags else [arg]
+    groups, first, current = [], {}, None  # current: the list flag whose values come next
+    for arg in spelled:
         if arg.startswith("-") and not arg[1:2].isdigit():
             current = arg if arg in flags else None
             if current is not None and current in first:

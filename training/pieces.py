@@ -35,7 +35,9 @@ class TimeBudgetCallback(TrainerCallback):
 
     The budget counts from the start of training (`on_train_begin`). After each step the callback compares the time
     left with twice the longest interval between two step ends seen so far (an interval that held an evaluation or a
-    save counts as it was) and stops when it would not fit. `clock` is for tests.
+    save counts as it was) and stops when it would not fit. Under `save_strategy="best"` the step it stops at is
+    saved without its evaluation, which would let the Trainer save it only as a new best (the next piece evaluates at
+    its next evaluation step). `clock` is for tests.
     """
 
     def __init__(self, seconds: float, clock=None):
@@ -55,6 +57,8 @@ class TimeBudgetCallback(TrainerCallback):
         if now - self.start + 2 * self.longest > self.seconds and state.global_step < state.max_steps:
             control.should_save = True
             control.should_training_stop = True
+            if args.save_strategy == "best":  # which saves after an evaluation only a new best: the next piece's start
+                control.should_evaluate = False
             self.stopped_at = state.global_step
         return control
 

@@ -49,7 +49,7 @@ from . import models
 from .arguments import log_under_output_dir, time_budget
 from .distillation import distillation_loss, teacher_logits
 from .hardware import hardware
-from .pieces import TimeBudgetCallback, get_last_checkpoint_or_none
+from .pieces import get_last_checkpoint_or_none
 from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
 from .sharding import save_full_model
 from .spec import ExperimentSpec
@@ -157,16 +157,11 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     elif not os.path.isfile(os.path.join(checkpoint, "trainer_state.json")):
         raise UsageError(f"--resume_from_checkpoint {checkpoint}: no checkpoint there (a checkpoint-N folder with its "
                          "trainer_state.json).")
-    finished = finished_state(args, checkpoint)
+    finished = finished_state(args, checkpoint, planned_steps(trainer)) if checkpoint else None
     if finished:
         output = finished_run(trainer, checkpoint, finished)
     else:
         output = trainer.train(resume_from_checkpoint=checkpoint)
-        budget = next((c for c in trainer.callback_handler.callbacks if isinstance(c, TimeBudgetCallback)), None)
-        stopped = budget.stopped_at if budget else None
-        if stopped is not None and not os.path.isdir(os.path.join(args.output_dir, f"checkpoint-{stopped}")):
-            # save_strategy "best" saves only a new best, even at the step the budget stops: the next piece's start
-            trainer._save_checkpoint(trainer.model, trial=None)
     if log:
         trainer.log_metrics("train", output.metrics)
     if save:
@@ -176,17 +171,24 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     return output
 
 
-def finished_state(args, checkpoint: str | None) -> TrainerState | None:
-    """The state of `checkpoint` when it reached `max_steps`, or, for a run measured in epochs, the steps it planned for
-    at least as many epochs as asked (a finished run), else None; None too under FSDP or DeepSpeed, whose checkpoints
-    the Trainer loads itself."""
+def planned_steps(trainer) -> int:
+    """The optimizer steps the run asks for: `max_steps`, or its epochs counted as transformers' Trainer counts them
+    (update steps per epoch, rounded up, times the epochs, rounded up)."""
+    args = trainer.args
+    if args.max_steps > 0:
+        return args.max_steps
+    batches = len(trainer.get_train_dataloader())
+    per_epoch = max(math.ceil(batches / args.gradient_accumulation_steps), 1)
+    return math.ceil(args.num_train_epochs * per_epoch)
+
+
+def finished_state(args, checkpoint: str | None, steps: int) -> TrainerState | None:
+    """The state of `checkpoint` when it reached the run's `steps` (a finished run), else None; None too under FSDP
+    or DeepSpeed, whose checkpoints the Trainer loads itself."""
     if not checkpoint or args.fsdp or args.deepspeed:
         return None
     state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
-    if args.max_steps > 0:
-        return state if state.global_step >= args.max_steps else None
-    planned = state.max_steps > 0 and (state.num_train_epochs or 0) >= args.num_train_epochs
-    return state if planned and state.global_step >= state.max_steps else None
+    return state if state.global_step >= steps else None
 
 
 def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
@@ -220,7 +222,8 @@ RECIPE = {"model": ("model_name_or_path", "config_name", "model_type", "config_o
 def check_same_recipe(output_dir: str, recorded: dict) -> None:
     """Before training resumes from `output_dir`'s last checkpoint: the model and data of the run that wrote it (its
     spec file, or its results' spec) must be those of `recorded` (a spec's `to_dict()`); a UsageError naming what
-    differs otherwise. Nothing is checked in a folder that records no spec."""
+    differs otherwise. A folder path (a config, a checkpoint, a tokenizer) is compared by its name, so that a piece
+    restored in another checkout (`--unpack_from`) goes on. Nothing is checked in a folder that records no spec."""
     if os.path.isfile(os.path.join(output_dir, SPEC_FILE)):
         with open(os.path.join(output_dir, SPEC_FILE)) as f:
             earlier = json.load(f)
@@ -229,9 +232,14 @@ def check_same_recipe(output_dir: str, recorded: dict) -> None:
     else:
         return
     now = json.loads(json.dumps(recorded))  # tuples as JSON lists, as the file has them
+
+    def named(key, value):
+        paths = ("model_name_or_path", "config_name", "tokenizer_name")
+        return os.path.basename(os.path.normpath(value)) if key in paths and isinstance(value, str) else value
+
     found = [f"{key} {earlier.get(section, {}).get(key)!r} (asked: {now.get(section, {}).get(key)!r})"
              for section, keys in RECIPE.items() for key in keys
-             if earlier.get(section, {}).get(key) != now.get(section, {}).get(key)]
+             if named(key, earlier.get(section, {}).get(key)) != named(key, now.get(section, {}).get(key))]
     if found:
         raise UsageError(f"{output_dir} holds a checkpoint of a run with another model or data, which this run would "
                          f"resume: {'; '.join(found)}. Give another --output_dir, or delete that folder to start "
@@ -331,7 +339,9 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if not training_args.do_train and not model_args.model_name_or_path:
         raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
                          "model with --model_name_or_path.")
-    if training_args.do_train and save and get_last_checkpoint_or_none(training_args.output_dir):
+    resume = training_args.resume_from_checkpoint
+    if training_args.do_train and save and resume in (None, True, "True", "true") \
+            and get_last_checkpoint_or_none(training_args.output_dir):  # resumed from this folder's checkpoint
         check_same_recipe(training_args.output_dir, recorded)
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):

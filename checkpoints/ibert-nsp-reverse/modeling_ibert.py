@@ -470,7 +470,7 @@ def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_typ
     if problem_type is None:
         if num_labels == 1:
             problem_type = "regression"
-        elif not labels.is_floating_point():
+        elif labels.dtype in (torch.long, torch.int):
             problem_type = "single_label_classification"
         else:
             problem_type = "multi_label_classification"
