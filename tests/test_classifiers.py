@@ -126,3 +126,12 @@ def test_the_lstm_classifier_reads_each_rows_last_real_token_and_refuses_left_pa
     mask[1] = 0
     with pytest.raises(ValueError, match="Empty sequence"):
         model(ids, attention_mask=mask)
+
+
+@pytest.mark.parametrize("encoding", ["absolute", "relative", "abs_rel_gated"])
+def test_an_ndr_reads_inputs_longer_than_max_position_embeddings(encoding):
+    """Its position encodings are sinusoids computed for any length: the config's max_position_embeddings bounds
+    nothing, as a model meant to run on longer inputs than it trained on needs."""
+    torch.manual_seed(0)
+    model = CLASSIFIERS["ndr"](num_labels=3, position_encoding=encoding, max_position_embeddings=4).eval()
+    assert model(inputs(length=9)).logits.shape == (3, 3)

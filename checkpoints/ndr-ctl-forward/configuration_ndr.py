@@ -54,7 +54,8 @@ class NDRConfig(PretrainedConfig):
             input (appendix D.3.3). When set, the model checks that the column the classifier reads (the last real
             one for `classifier_position="last"`, the first otherwise) holds the end (begin) token and raises a
             ValueError if not: without it, the class would be read from an ordinary input column.
-        max_position_embeddings (`int`, defaults to 1024): longest input for the position encodings that need one.
+        max_position_embeddings (`int`, defaults to 1024): not a limit: every position encoding here is a sinusoid
+            computed for any length; kept for the tools that read the field.
         layer_norm_eps (`float`, defaults to 1e-5): as in BERT.
         initializer_range (`float`, defaults to 1.0): standard deviation of the token embeddings at initialisation:
             N(0, 1), PyTorch's `nn.Embedding` default, which the authors' code keeps. BERT's 0.02 leaves the content

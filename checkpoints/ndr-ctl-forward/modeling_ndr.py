@@ -328,8 +328,6 @@ def _check_attention_mask(attention_mask: torch.Tensor, shape: tuple[int, int]) 
 def _check_inputs(config, input_ids, inputs_embeds, attention_mask):
     """Validate the inputs. Raises ValueError naming the problem."""
     batch_size, seq_len = _check_input_ids(config, input_ids, inputs_embeds)
-    if config.position_encoding != "none" and seq_len > config.max_position_embeddings:
-        raise ValueError(f"Sequence length {seq_len} exceeds max_position_embeddings={config.max_position_embeddings}.")
     if attention_mask is not None:
         _check_attention_mask(attention_mask, (batch_size, seq_len))
 
