@@ -244,15 +244,19 @@ def test_the_per_epoch_decay_warms_up_as_transformers_schedules_do():
     from lengthgen.training.arguments import TrainingArguments
     from lengthgen.training.runner import exponential_decay_optimizer
 
-    args = TrainingArguments(output_dir="unused", per_device_train_batch_size=4, learning_rate=1.0, warmup_steps=2,
-                             lr_decay_per_epoch=0.5, max_steps=9, use_cpu=True)
-    optimizer, schedule = exponential_decay_optimizer(torch.nn.Linear(1, 1), args, num_train_rows=10)
-    rates = []
-    for _ in range(9):
-        rates.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        schedule.step()
-    assert rates == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25])
+    def rates(warmup_steps):
+        args = TrainingArguments(output_dir="unused", per_device_train_batch_size=4, learning_rate=1.0,
+                                 warmup_steps=warmup_steps, lr_decay_per_epoch=0.5, max_steps=9, use_cpu=True)
+        optimizer, schedule = exponential_decay_optimizer(torch.nn.Linear(1, 1), args, num_train_rows=10)
+        seen = []
+        for _ in range(9):
+            seen.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            schedule.step()
+        return seen
+
+    assert rates(2) == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25])
+    assert rates(0) == pytest.approx([1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25])  # the decay alone
 
 
 def test_a_budget_that_stops_a_run_saving_only_its_best_still_leaves_the_checkpoint_to_resume(tmp_path, monkeypatch):
