@@ -144,13 +144,18 @@ class Scorer:
         return metrics
 
 
+# --resume_from_checkpoint values that mean "the last checkpoint in the output folder" (unset, or true as the
+# Trainer has it)
+RESUME_HERE = (None, True, "True", "true")
+
+
 def train_and_save(trainer, save: bool = True, log: bool = False):
     """Train (resuming from `resume_from_checkpoint`, else from the last checkpoint in the output folder) and, with
     `save`, write the model, the training metrics and the Trainer state there; the TrainOutput. `log` also prints the
     metrics, as transformers' example scripts do."""
     args = trainer.args
     checkpoint = args.resume_from_checkpoint
-    if checkpoint in (None, True, "True", "true"):  # True: the Trainer's own "the last one in the output folder"
+    if checkpoint in RESUME_HERE:
         checkpoint = get_last_checkpoint_or_none(args.output_dir)
     elif checkpoint in (False, "False", "false"):
         checkpoint = None
@@ -340,7 +345,7 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
                          "model with --model_name_or_path.")
     resume = training_args.resume_from_checkpoint
-    if training_args.do_train and save and resume in (None, True, "True", "true") \
+    if training_args.do_train and save and resume in RESUME_HERE \
             and get_last_checkpoint_or_none(training_args.output_dir):  # resumed from this folder's checkpoint
         check_same_recipe(training_args.output_dir, recorded)
     if splits is None:
