@@ -1,7 +1,8 @@
 """`lengthgen release`: a trained output folder -> a Hub-ready model folder, and its upload.
 
     lengthgen release outputs/reproduce/ndr-ctl-backward --repo_id you/ndr-ctl-backward     # -> ./ndr-ctl-backward
-    lengthgen release outputs/reproduce/ndr-ctl-backward --repo_id you/ndr-ctl-backward --target release/ndr --push
+    lengthgen release outputs/reproduce/ndr-ctl-backward --repo_id you/ndr-ctl-backward \\
+        --target outputs/release/ndr-ctl-backward --push
     lengthgen release checkpoints/ndr-ctl-backward --repo_id you/ndr-ctl-backward --push     # a release folder, as is
 
 The output folder is what lengthgen's experiment runner wrote (`lengthgen train`, the example scripts, `lengthgen
@@ -12,8 +13,10 @@ there) and a model card whose YAML carries `model-index` results (task, dataset 
 per depth or length) so the Hub displays them, with the command and the spec that trained it. `--push` uploads it
 with huggingface_hub.
 
-Bad input stops before anything is written or uploaded, with one line naming the problem: an output folder with no
-trained model or no results, a target folder that exists and is not empty, `--push` without a Hub token.
+A release folder goes up as it is, but for the repo id its card loads from, set to `--repo_id`. Bad input stops
+before anything is written or uploaded, with one line naming the problem: an output folder with no trained model or
+no results, a target folder that exists and is not empty, a repo id the Hub would refuse, `--push` without a Hub
+token.
 """
 
 import argparse

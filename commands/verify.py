@@ -2,7 +2,7 @@
 
     lengthgen verify checkpoints/ndr-ctl-backward --split test --without_lengthgen
     lengthgen verify checkpoints/*/ --without_lengthgen
-    lengthgen verify release/ndr-ctl-backward --rows rows.jsonl --split validation
+    lengthgen verify outputs/release/ndr-ctl-backward --rows rows.jsonl --split validation
 
 Without `--rows`, the split is generated again by the lengthgen builder the card names, with the card's generating
 parameters; `rows.jsonl` holds a split's rows (`input`, `target`) as the builders write them. `--without_lengthgen`
@@ -17,6 +17,27 @@ import os
 
 from lengthgen.cli import UsageError
 from lengthgen.release.verify import verify
+
+
+def read_rows(path: str) -> list[dict]:
+    """The rows of a JSON-lines file, each an object with the strings `input` and `target`; a UsageError naming the
+    first line that is not."""
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise UsageError(f"--rows: line {number} of {path} is not JSON ({error.msg})") from None
+            if not isinstance(row, dict) or not all(isinstance(row.get(key), str) for key in ("input", "target")):
+                raise UsageError(f"--rows: line {number} of {path} is not an object with the strings input and "
+                                 f"target: {line.strip()[:80]}")
+            rows.append(row)
+    if not rows:
+        raise UsageError(f"--rows: {path} holds no rows")
+    return rows
 
 
 def main(argv=None):
@@ -35,8 +56,7 @@ def main(argv=None):
     if args.rows:
         if not os.path.isfile(args.rows):
             raise UsageError(f"--rows: no such file: {args.rows}")
-        with open(args.rows) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
+        rows = read_rows(args.rows)
     reports = verify(args.folders, rows, args.split, args.without_lengthgen)
     for report in reports:
         print(json.dumps(report), flush=True)

@@ -37,6 +37,7 @@ def model_card(repo_id: str, config: dict, result: ExperimentResult, has_plot: b
     params = parse_params(dataset["params"])
     trained_on = train_difficulties(dataset["name"], dataset["config"], params)
     origin = result.trained_by or {"spec": result.spec, "command": result.command, "training": result.training}
+    measured = result.spec.get("data", {})  # the evaluation's data arguments: which rows the results scored
     data = ModelCardData(
         model_name=name,
         library_name="transformers",
@@ -50,6 +51,12 @@ def model_card(repo_id: str, config: dict, result: ExperimentResult, has_plot: b
         **({"train_difficulties": list(trained_on)} if trained_on else {}),
         # the generating parameters the run overrode: the evaluation splits can be generated again from the card
         **({"dataset_params": params_as_list(params)} if params else {}),
+        # results measured on the first N rows of each split (--max_eval_samples), and on N training rows drawn
+        # with seed 0 (--eval_train_samples) from the first --max_train_samples: `lengthgen verify` scores the same
+        **({"eval_rows": measured["max_eval_samples"]} if measured.get("max_eval_samples") else {}),
+        **({"eval_train_rows": measured["eval_train_samples"]} if measured.get("eval_train_samples") else {}),
+        **({"train_rows": measured["max_train_samples"]}
+           if measured.get("eval_train_samples") and measured.get("max_train_samples") else {}),
     )
     auto_class = next(k for k in config["auto_map"] if k != "AutoConfig")
     lines = [

@@ -2,13 +2,14 @@
 
 import json
 import os
+import re
 import shutil
 import tempfile
 
 from lengthgen.training.results import PLOT, RESULTS_FILE, ExperimentResult
 
 from .card import model_card
-from .hub import ReleaseError, check_push, upload
+from .hub import NOT_UPLOADED, ReleaseError, check_push, upload
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 
@@ -100,7 +101,25 @@ def is_release_folder(folder: str) -> bool:
 
 def publish(folder: str, repo_id: str) -> str:
     """Upload a release folder to `repo_id` as it is (the checkpoints shipped in the repository go to the Hub
-    unchanged)."""
+    unchanged), but for the repo id its card names in `from_pretrained("...")`: the card of a folder published under
+    another name shows how to load it from `repo_id`."""
     check_push(repo_id, push=True)
-    upload(folder, repo_id)
+    card_path = os.path.join(folder, "README.md")
+    with open(card_path) as f:
+        card = f.read()
+    named = set(re.findall(r'from_pretrained\("([^"/\s]+/[^"/\s]+)"', card)) - {repo_id}
+    if not named:
+        upload(folder, repo_id)
+        return folder
+    staging = tempfile.mkdtemp(prefix=".release-")
+    try:
+        copy = os.path.join(staging, os.path.basename(os.path.normpath(folder)))
+        shutil.copytree(folder, copy, ignore=shutil.ignore_patterns(*NOT_UPLOADED))
+        for old in named:
+            card = card.replace(f'from_pretrained("{old}"', f'from_pretrained("{repo_id}"')
+        with open(os.path.join(copy, "README.md"), "w") as f:
+            f.write(card)
+        upload(copy, repo_id)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return folder

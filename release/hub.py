@@ -13,11 +13,22 @@ def hub_token() -> str | None:
     return get_token()
 
 
+# what a folder may hold that is not the model's: Python's bytecode caches, a release's staging folders
+NOT_UPLOADED = ["__pycache__", "__pycache__/*", "*/__pycache__/*", "*.pyc", ".release-*", ".release-*/*"]
+
+
 def check_push(repo_id: str, push: bool):
-    """ReleaseError for a repo id that is not ORG/NAME, or for `push` without a Hub token; before anything is
-    written."""
+    """ReleaseError for a repo id that is not ORG/NAME with the Hub's characters, or for `push` without a Hub token;
+    before anything is written."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
         raise ReleaseError(f"--repo_id must be ORG/NAME, got {repo_id!r}.")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ReleaseError(f"--repo_id {repo_id!r} is not a Hub repo id: {str(error).splitlines()[0]}") from None
     if push and not hub_token():
         raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
 
@@ -27,4 +38,5 @@ def upload(folder: str, repo_id: str):
 
     api = HfApi()
     api.create_repo(repo_id, exist_ok=True)
-    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen release")
+    api.upload_folder(repo_id=repo_id, folder_path=folder, commit_message="lengthgen release",
+                      ignore_patterns=NOT_UPLOADED)

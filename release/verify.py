@@ -30,12 +30,23 @@ def card_accuracy(card, folder: str, split: str) -> float:
 
 
 def generated_rows(card, split: str) -> list[dict]:
-    """The split the card names, generated again by its lengthgen builder with the card's generating parameters."""
+    """The split the card names, generated again by its lengthgen builder with the card's generating parameters;
+    the rows its results were measured on: the first `eval_rows` of an evaluation split, `eval_train_rows` training
+    rows drawn with seed 0 from the first `train_rows` (as `lengthgen.training.runner` draws them), where the card
+    names them."""
     from lengthgen.data.export import load_splits, parse_params
 
     result = card.data.eval_results[0]
-    params = parse_params(card.data.to_dict().get("dataset_params", []))
+    metadata = card.data.to_dict()
+    params = parse_params(metadata.get("dataset_params", []))
     rows = load_splits(result.dataset_type, result.dataset_config, params)[split]
+    if split == "train" and metadata.get("eval_train_rows"):
+        if metadata.get("train_rows"):
+            rows = rows.select(range(min(metadata["train_rows"], len(rows))))
+        rows = rows.shuffle(seed=0)
+        rows = rows.select(range(min(metadata["eval_train_rows"], len(rows))))
+    elif split != "train" and metadata.get("eval_rows"):
+        rows = rows.select(range(min(metadata["eval_rows"], len(rows))))
     return [{"input": i, "target": t} for i, t in zip(rows["input"], rows["target"])]
 
 
@@ -77,7 +88,16 @@ def score(folder: str, rows: list[dict], batch_size: int = 256, end_token: str |
             predicted += answers.tolist()
             labels += batch_labels
         elif masked:  # the answer is the tokens at the [MASK] positions
-            targets = tokenizer([r["target"] for r in batch], padding=True, return_tensors="pt")["input_ids"]
+            encoded_targets = tokenizer([r["target"] for r in batch], padding=True, return_tensors="pt")
+            lengths = encoded["attention_mask"].sum(-1), encoded_targets["attention_mask"].sum(-1)
+            differ = (lengths[0] != lengths[1]).nonzero().flatten().tolist()
+            if differ:
+                row = differ[0]
+                raise UsageError(
+                    f"{folder}: row {start + row + 1} has an input of {int(lengths[0][row])} tokens and a target of "
+                    f"{int(lengths[1][row])}: a masked LM's target is its input with the masks filled in"
+                )
+            targets = encoded_targets["input_ids"]
             targets[encoded["input_ids"] != tokenizer.mask_token_id] = -100
             predicted += answers.tolist()
             labels += targets.tolist()
@@ -96,7 +116,21 @@ def verify(folders: list[str], rows: list[dict] | None = None, split: str | None
     """One report per folder: {"folder", "split", "rows", "measured", "card", "agrees"}, where `agrees` says the
     measured accuracy is the card's to its rounding. `rows` (one split's rows) serve every folder; without them each
     card's own split is generated first, so that with `without_lengthgen` lengthgen is unimportable for all the
-    scoring."""
+    scoring (for the call's duration: the process imports lengthgen again afterwards)."""
+    blocked = ("lengthgen.modeling", "lengthgen")
+    before = {name: sys.modules[name] for name in blocked if name in sys.modules}
+    try:
+        return _verify(folders, rows, split, without_lengthgen)
+    finally:
+        if without_lengthgen:
+            for name in blocked:
+                if name in before:
+                    sys.modules[name] = before[name]
+                elif sys.modules.get(name, ...) is None:
+                    del sys.modules[name]
+
+
+def _verify(folders, rows, split, without_lengthgen):
     if without_lengthgen:  # before anything is loaded: the Auto classes must not know lengthgen's models
         if "lengthgen.modeling" in sys.modules and sys.modules["lengthgen.modeling"] is not None:
             raise RuntimeError("lengthgen.modeling was imported before the check without lengthgen could start.")

@@ -201,6 +201,24 @@ def test_lengthgen_release_and_verify(capsys, tmp_path):
     assert "has no results on split 'sideways'" in error_line(
         capsys, verify.main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--split", "sideways"],
         "lengthgen verify")
+    assert "--repo_id 'me/my model' is not a Hub repo id" in error_line(
+        capsys, main, [str(tmp_path), "--repo_id", "me/my model"], "lengthgen release")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "holds no rows"),
+    ('{"input": "1 2 [MASK]"}\n', "line 1 of {} is not an object with the strings input and target"),
+    ('\n{"input": "1", "target": "1"}\n{"input": "1", \n', "line 3 of {} is not JSON"),
+    ('["1", "1"]\n', "line 1 of {} is not an object"),
+    ('{"input": "1 , 2 , [MASK]", "target": "1 , 2 , 3 4"}\n',  # the answer longer than its masks
+     "row 1 has an input of 7 tokens and a target of 8: a masked LM's target is its input with the masks filled in"),
+])
+def test_lengthgen_verify_names_rows_it_cannot_score(capsys, tmp_path, content, message):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(content)
+    line = error_line(capsys, verify.main, [os.path.join(REPO, "checkpoints", "ibert-nsp-add"), "--rows", str(rows),
+                                            "--split", "validation"], "lengthgen verify")
+    assert message.format(rows) in line, line
 
 
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from huggingface_hub import HfApi, ModelCard
+from huggingface_hub.utils import filter_repo_objects
 
 from lengthgen.cli import run_command
 from lengthgen.commands.release import main as release_command
@@ -16,6 +17,7 @@ from lengthgen.commands.train import main as train
 from lengthgen.data.export import build, parse_params
 from lengthgen.release.folder import release
 from lengthgen.release.hub import ReleaseError
+from lengthgen.release.verify import verify
 from lengthgen.training import RESULTS_FILE, ExperimentResult
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -130,6 +132,48 @@ def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(
     )
 
 
+def test_a_card_measured_on_some_rows_is_verified_on_those_rows(trained, tmp_path):
+    """Results measured on the first rows of each split (--max_eval_samples) and on a sample of the first training
+    rows (--eval_train_samples, --max_train_samples): the card names them and `verify` scores those rows, so it
+    agrees with the card (scored on the whole split it would not)."""
+    output_dir, _ = trained
+    evaluated = tmp_path / "evaluated"
+    metrics = run_classification(
+        ["--model_name_or_path", str(output_dir), "--dataset_name", "ctl", "--dataset_config_name", "backward",
+         "--dataset_param", *CTL_PARAMS, "--output_dir", str(evaluated), "--do_eval", "--max_eval_samples", "7",
+         "--eval_train_samples", "9", "--max_train_samples", "100", "--use_cpu", "--disable_tqdm", "true",
+         "--report_to", "none"]
+    )
+    folder = release(str(evaluated), "someone/ndr-tiny-rows", target=str(tmp_path / "release"))
+    data = ModelCard.load(os.path.join(folder, "README.md")).data.to_dict()
+    assert (data["eval_rows"], data["eval_train_rows"], data["train_rows"]) == (7, 9, 100)
+    reports = {split: verify([folder], split=split)[0] for split in ("validation", "train")}
+    assert reports["validation"]["rows"] == 7 and reports["train"]["rows"] == 9
+    for split, report in reports.items():
+        assert report["agrees"], report
+        assert report["measured"] == pytest.approx(metrics[f"eval_{split}_accuracy"], abs=1e-9)
+
+
+def test_verify_without_lengthgen_leaves_the_process_able_to_import_it_again(tmp_path):
+    """`verify(..., without_lengthgen=True)` from Python blocks lengthgen's imports for the scoring only."""
+    rows = build("ctl", "backward", cache_dir=str(tmp_path / "cache"), **parse_params(CTL_PARAMS))[1]["test"]
+    rows_file = tmp_path / "rows.jsonl"
+    rows_file.write_text("".join(json.dumps({"input": r["input"], "target": r["target"]}) + "\n" for r in rows))
+    code = (
+        "import json, sys\n"
+        "from lengthgen.release.verify import verify\n"
+        "rows = [json.loads(line) for line in open(sys.argv[2])]\n"
+        "report = verify([sys.argv[1]], rows, 'test', without_lengthgen=True)[0]\n"
+        "from lengthgen.modeling import NDRForSequenceClassification\n"
+        "import lengthgen.data\n"
+        "print(report['rows'], NDRForSequenceClassification.__name__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "checkpoints", "ndr-ctl-backward"),
+                             str(rows_file)], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["20", "NDRForSequenceClassification"]
+
+
 def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypatch):
     output_dir, metrics = trained
     calls = []
@@ -154,17 +198,32 @@ def test_push_uploads_the_folder_and_its_card_parses(trained, tmp_path, monkeypa
     assert by_split["test"].metric_value == pytest.approx(metrics["eval_test_accuracy"], abs=5e-5)
 
 
+def fake_upload_folder(uploaded):
+    """HfApi.upload_folder that copies what the Hub would receive (the folder less its ignore_patterns, as
+    huggingface_hub filters them) into `uploaded`."""
+
+    def upload_folder(self, repo_id, folder_path, ignore_patterns=None, **kw):
+        paths = [os.path.relpath(os.path.join(root, name), folder_path)
+                 for root, _, names in os.walk(folder_path) for name in names]
+        for path in filter_repo_objects(paths, ignore_patterns=ignore_patterns):
+            os.makedirs(os.path.dirname(uploaded / path), exist_ok=True)
+            shutil.copy(os.path.join(folder_path, path), uploaded / path)
+
+    return upload_folder
+
+
 def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, capsys):
-    """`lengthgen release FOLDER --push` on a release folder (as shipped in checkpoints/) uploads it byte for byte."""
+    """`lengthgen release FOLDER --push` on a release folder (as shipped in checkpoints/) uploads it byte for byte,
+    without the bytecode Python caches beside its code."""
     output_dir, _ = trained
     folder = release(str(output_dir), "someone/ndr-tiny", target=str(tmp_path / "released"))
     before = {name: open(os.path.join(folder, name), "rb").read() for name in os.listdir(folder)}
+    os.makedirs(os.path.join(folder, "__pycache__"))
+    open(os.path.join(folder, "__pycache__", "modeling_ndr.cpython-311.pyc"), "wb").write(b"cache")
     monkeypatch.setenv("HF_TOKEN", "hf_offline_test_token")
     monkeypatch.setattr(HfApi, "create_repo", lambda self, repo_id, **kw: None)
     uploaded = tmp_path / "uploaded"
-    monkeypatch.setattr(
-        HfApi, "upload_folder", lambda self, repo_id, folder_path, **kw: shutil.copytree(folder_path, uploaded)
-    )
+    monkeypatch.setattr(HfApi, "upload_folder", fake_upload_folder(uploaded))
     main([folder, "--repo_id", "someone/ndr-tiny", "--push"])
     assert capsys.readouterr().out.strip() == folder
     # as the console script runs it: exit status 0 and the folder's path
@@ -178,6 +237,18 @@ def test_a_release_folder_is_pushed_unchanged(trained, tmp_path, monkeypatch, ca
         main([folder, "--repo_id", "someone/ndr-tiny"])
     assert exit_info.value.code == 2
     assert "is already a release folder: upload it as it is with --push" in capsys.readouterr().err
+
+    # under another repo id: the same files, the card's usage lines naming the repo it goes to
+    elsewhere = tmp_path / "elsewhere"
+    monkeypatch.setattr(HfApi, "upload_folder", fake_upload_folder(elsewhere))
+    main([folder, "--repo_id", "other-org/ndr-fork", "--push"])
+    assert set(os.listdir(elsewhere)) == set(before)
+    assert all((elsewhere / name).read_bytes() == before[name] for name in before if name != "README.md")
+    card = (elsewhere / "README.md").read_text()
+    assert card == before["README.md"].decode().replace('("someone/ndr-tiny"', '("other-org/ndr-fork"')
+    assert 'from_pretrained("other-org/ndr-fork", trust_remote_code=True)' in card and "someone/" not in card
+    assert set(os.listdir(folder)) == {*before, "__pycache__"}
+    assert open(os.path.join(folder, "README.md"), "rb").read() == before["README.md"]  # the folder is left as it is
 
 
 def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, capsys):
@@ -200,11 +271,12 @@ def test_bad_input_one_line_error_and_no_folder(trained, tmp_path, monkeypatch, 
         ([str(no_results)], f"has no {RESULTS_FILE}: it was not written by lengthgen's experiment runner"),
         ([str(output_dir), "--target", str(occupied)], "exists and is not empty"),
         ([str(output_dir), "--push"], "--push needs a Hugging Face token"),
+        ([str(output_dir), "--repo_id", "someone/my model"], "--repo_id 'someone/my model' is not a Hub repo id"),
     ]
     for i, (args, message) in enumerate(cases):
         target = [] if "--target" in args else ["--target", str(tmp_path / f"release{i}")]
         with pytest.raises(SystemExit) as exit_info:
-            main([*args, "--repo_id", "someone/model", *target])
+            main([*args, *([] if "--repo_id" in args else ["--repo_id", "someone/model"]), *target])
         assert exit_info.value.code == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err
