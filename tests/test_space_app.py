@@ -191,3 +191,36 @@ def test_typed_and_drawn_problems_agree_with_the_builders(dataset, config, param
         assert drawn.difficulty == difficulty
         again = spec.parse(drawn.typed, config)
         assert (again.input, again.answer, again.difficulty) == (drawn.input, drawn.answer, drawn.difficulty)
+
+
+def test_a_typed_nsp_problem_has_the_builders_difficulty_in_either_order():
+    """NSP add's difficulty is its longer given number's digits (the builder draws the second that long, the first
+    at most that long), whichever order the numbers are typed in; digits other than 0-9 are refused in words."""
+    for text in ("12345678901234, 5", "5, 12345678901234"):
+        problem = space.parse_nsp(text, "add")
+        assert (problem.difficulty, problem.answer) == (14, "12345678901239")
+    assert space.parse_nsp("98765", "reverse").difficulty == 5
+    for text in ("1, ³", "1, ٣"):  # a superscript, an Arabic-Indic digit: str.isdigit says yes, the tokenizer no
+        with pytest.raises(space.ProblemError, match="non-negative numbers in usual notation"):
+            space.parse_nsp(text, "add")
+
+
+def test_as_a_space_it_serves_where_the_space_says_and_offers_its_variables_checkpoints(monkeypatch):
+    """On a Space the app reads GRADIO_SERVER_NAME and GRADIO_SERVER_PORT and offers the checkpoints of
+    LENGTHGEN_CHECKPOINTS first; flags win over them."""
+    launched = []
+
+    class App:
+        def launch(self, **kw):
+            launched.append(kw)
+
+    monkeypatch.setattr(space, "build_app", lambda choices: launched.append(choices) or App())
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7861")
+    monkeypatch.setenv("LENGTHGEN_CHECKPOINTS", "someone/ndr-ctl, someone/ibert-nsp-add")
+    space.main(["--checkpoint_dir", os.path.join(REPO, "no-such-folder")])
+    assert launched[0] == ["someone/ndr-ctl", "someone/ibert-nsp-add"]
+    assert (launched[1]["server_name"], launched[1]["server_port"]) == ("0.0.0.0", 7861)
+    space.main(["--checkpoint_dir", os.path.join(REPO, "no-such-folder"), "--checkpoint", SHIPPED_NDR,
+                "--host", "127.0.0.1"])
+    assert launched[2] == [SHIPPED_NDR] and launched[3]["server_name"] == "127.0.0.1"

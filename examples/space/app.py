@@ -17,7 +17,8 @@ The task comes from the checkpoint's model card (its `model-index` dataset and c
 (its `train_difficulties`). Bad input is answered in the page: a problem that does not parse, a token outside the
 model's vocabulary, a problem longer than the model takes, a checkpoint that cannot be loaded (a name that is neither
 a folder here nor a Hub repository the Hub confirms fails at once, without the download retries). This folder (app.py,
-requirements.txt, README.md) can be pushed as a Space.
+requirements.txt, README.md) can be pushed as a Space: set its variable LENGTHGEN_CHECKPOINTS to the Hub ids to offer
+(comma-separated); it serves where the Space's GRADIO_SERVER_NAME and GRADIO_SERVER_PORT say.
 """
 
 import argparse
@@ -43,6 +44,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 # offered in this order: the checkpoints shipped with the repository, release folders, the main job's I-BERT
 CHECKPOINT_DIRS = ["checkpoints", "outputs/release", "outputs/nsp_length_generalization/release"]
 FIRST = "checkpoints/ndr-ctl-backward"  # the model the README's quick start shows: the page opens on it
+# checkpoints to offer first, comma-separated folders or Hub ids: a Space's variable, where no repository is beside
+CHECKPOINTS_VARIABLE = "LENGTHGEN_CHECKPOINTS"
 
 
 class ProblemError(ValueError):
@@ -157,13 +160,15 @@ def draw_arithmetic(difficulty: int, rng: random.Random, _config=None) -> Proble
 def nsp_problem(numbers: list[str]) -> Problem:
     given = [token for number in numbers[:-1] for token in (*nsp.little_endian(number), nsp.DELIMITER)]
     masked = given + [nsp.MASK] * len(numbers[-1])
-    return Problem(" ".join(masked), numbers[-1], len(numbers[-2]), typed=", ".join(numbers[:-1]))
+    # the difficulty is the longest given number's digits (the builder's: NSP add draws the second number that long)
+    difficulty = max(len(number) for number in numbers[:-1])
+    return Problem(" ".join(masked), numbers[-1], difficulty, typed=", ".join(numbers[:-1]))
 
 
 def parse_nsp(text: str, task: str) -> Problem:
     numbers = text.replace(",", " ").split()
     wanted = 2 if task == "add" else 1
-    if len(numbers) != wanted or not all(n.isdigit() for n in numbers):
+    if len(numbers) != wanted or not all(n.isascii() and n.isdigit() for n in numbers):
         example = "'123, 4567'" if task == "add" else "'98765'"
         raise ProblemError(f"NSP {task} takes {wanted} non-negative number{'s' if wanted > 1 else ''} in usual "
                            f"notation, e.g. {example}; got {text!r}.")
@@ -449,15 +454,19 @@ def build_app(checkpoints: list[str]) -> gr.Blocks:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", action="append", default=[],
-                        help=f"offered first (repeatable; default: {FIRST})")
+                        help=f"offered first (repeatable; default: the folders or Hub ids in {CHECKPOINTS_VARIABLE}, "
+                             f"comma-separated, else {FIRST})")
     parser.add_argument("--checkpoint_dir", action="append",
                         help="folder of model folders to offer "
                              f"(default: {', '.join(CHECKPOINT_DIRS)} of this repository)")
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                        help="the address to serve on (default: GRADIO_SERVER_NAME, which a Space sets, else "
+                             "127.0.0.1; 0.0.0.0 serves other machines)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
     args = parser.parse_args(argv)
     checkpoint_dirs = args.checkpoint_dir or [os.path.join(REPO_ROOT, folder) for folder in CHECKPOINT_DIRS]
-    first = args.checkpoint or [path for path in [os.path.join(REPO_ROOT, FIRST)] if os.path.isdir(path)]
+    variable = [name.strip() for name in os.environ.get(CHECKPOINTS_VARIABLE, "").split(",") if name.strip()]
+    first = args.checkpoint or variable or [path for path in [os.path.join(REPO_ROOT, FIRST)] if os.path.isdir(path)]
     choices = checkpoint_choices(checkpoint_dirs, first)
     build_app(choices).launch(server_name=args.host, server_port=args.port, css=CSS)
 
