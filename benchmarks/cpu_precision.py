@@ -4,21 +4,20 @@
     python benchmarks/cpu_precision.py --json docs/cpu_precision.json            # the CTL and NSP add presets
     python benchmarks/cpu_precision.py --models ndr-ctl-backward --compile       # also torch.compile of the model
 
-For each model (a preset of `benchmarks/reproduce.py`: its hub config, overrides and task), one process builds the
-model and a fixed sequence of training batches, then
+For each model (a preset of `lengthgen reproduce`, from `lengthgen.reproduction.reproduce`: its hub config, overrides
+and task), one process builds the model and a fixed sequence of training batches, then
 * times training steps (forward, backward, AdamW) in fp32 and under `torch.autocast("cpu", torch.bfloat16)`, the two
   interleaved step by step (median of `--repeats`), and reports bf16 / fp32;
 * trains `--curve_steps` steps three times on the same batches: fp32 and bf16 from one initialisation, and fp32 from
   another seed, and compares |bf16 - fp32| of the mean loss over the last quarter with the seed-to-seed difference.
 
 Whether bf16 pays depends on the CPU: with AVX-512 BF16 or AMX, oneDNN multiplies bf16 matrices natively; without,
-bf16 products run on a slow fallback. `reproduce.py --precision auto` picks accordingly.
+bf16 products run on a slow fallback. `lengthgen reproduce --precision auto` picks accordingly.
 """
 
 import argparse
 import copy
 import json
-import os
 import statistics
 import time
 
@@ -36,8 +35,6 @@ from lengthgen.training.models import (
     load_masked_lm,
     masked_lm_tokenizer,
 )
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def model_and_batches(name: str, batch_size: int, count: int, seed: int):
@@ -132,6 +129,12 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    for flag in ("batch_size", "repeats"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    if args.curve_steps < 4:  # the final loss is the mean over the last quarter of the curve: at least one step
+        parser.error(f"--curve_steps must be at least 4 (the final loss averages its last quarter), "
+                     f"got {args.curve_steps}")
     if args.threads:
         torch.set_num_threads(args.threads)
     results = {"hardware": hardware(), "arguments": vars(args), "models": []}

@@ -32,7 +32,7 @@
 # their time and memory against SDPA at N = 16 to 8,192 in bf16 (benchmarks/ndr_attention.py) and at other launch
 # configurations (rows per program x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP
 # through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent generation against the plain
-# model's (benchmarks/recurrence_generation.py, bf16). A log of each and the two JSONs come back; --collect puts the
+# model's (benchmarks/recurrence_generation.py, bf16). A log of each and the three JSONs come back; --collect puts the
 # JSONs in docs/ and prints the logs:  --travel checks, then  bash benchmarks/gpu_piece.sh 540 checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -156,7 +156,8 @@ run_checks() {  # `checks` into folder $2, one after the other, each in its shar
     local steps=(
         "18 triton python3 tests/triton_interpreter_checks.py"
         "30 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
-            4096 8192 --repeats 20 --warmup 3 --threads 1 --json $into/ndr_attention_gpu_bf16_linear.json"
+            4096 8192 --repeats 20 --warmup 3 --pytorch_max 4096 --threads 1
+            --json $into/ndr_attention_gpu_bf16_linear.json"
         "14 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
             --repeats 10 --warmup 2 --threads 1 --triton_configs 16x4 64x4 64x8
             --json $into/ndr_attention_gpu_bf16_launch.json"

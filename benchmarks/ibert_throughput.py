@@ -168,6 +168,16 @@ def main(argv=None):
     parser.add_argument("--no_xlnet", action="store_true")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    for flag in ("hidden_size", "layers", "heads", "batch_size", "steps", "threads"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag} must be at least 1, got {value}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be at least 0, got {args.warmup}")
+    if min(args.lengths) < 1:
+        parser.error(f"--lengths must each be at least 1, got {min(args.lengths)}")
+    if args.vocab_size < 6:  # the random tokens are drawn from id 5 up (4 is the mask)
+        parser.error(f"--vocab_size must be at least 6, got {args.vocab_size}")
     if args.threads:
         torch.set_num_threads(args.threads)
     results = measure(args)

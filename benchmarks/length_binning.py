@@ -7,17 +7,17 @@
 `--train_sampling_strategy group_by_length` makes the Trainer draw batches with transformers' `LengthGroupedSampler`:
 it shuffles, cuts the data into mega-batches of 50 batches, sorts each by length and splits it into batches, so each
 batch pads to the length of problems like its own instead of to the longest of a random draw. For each model (a preset
-of `benchmarks/reproduce.py`: its hub config, overrides and task), one process takes one mega-batch of training
-problems, orders them both ways (random batches, and the sampler's), and trains one copy of the model on each
-sequence, the two interleaved batch by batch: the ratio of the two totals is what binning saves per epoch. A model's
-step cost grows with the padded length (and faster: attention is quadratic in it), so the ratio depends on the task's
-spread of lengths.
+of `lengthgen reproduce`, from `lengthgen.reproduction.reproduce`: its hub config, overrides and task), one process
+takes one mega-batch of training problems, orders them both ways (random batches, and the sampler's), and trains one
+copy of the model on each sequence, the two interleaved batch by batch: the ratio of the two totals is what binning
+saves per epoch. A model's step cost grows with the padded length (and faster: attention is quadratic in it), so the
+ratio depends on the task's spread of lengths. With `--batches` below 50, both sides train the same evenly spread
+subset of batch positions (the binned side's sorted from shortest to longest; one batch: the middle one).
 """
 
 import argparse
 import copy
 import json
-import os
 import time
 
 import torch
@@ -34,8 +34,19 @@ from lengthgen.training.models import (
     load_classifier,
 )
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEGA_BATCH = 50  # LengthGroupedSampler's mega-batch, in batches
+
+
+def spread(batches: int) -> list[int]:
+    """Indices of `batches` of the MEGA_BATCH batches, spread evenly from the first to the last: batch i is the one
+    nearest i * (MEGA_BATCH - 1) / (batches - 1) (halves round up), so all MEGA_BATCH keep every batch in order and one
+    keeps the middle one. Taken from batches sorted by length, they sample the whole spread of lengths."""
+    if not 1 <= batches <= MEGA_BATCH:
+        raise ValueError(f"batches must be between 1 and {MEGA_BATCH}, got {batches}")
+    if batches == 1:
+        return [(MEGA_BATCH - 1) // 2]
+    # integer arithmetic: floor(i * (MEGA_BATCH - 1) / (batches - 1) + 1/2), with no rounding of floats
+    return [(2 * i * (MEGA_BATCH - 1) + batches - 1) // (2 * (batches - 1)) for i in range(batches)]
 
 
 def two_orderings(name: str, batch_size: int, batches: int):
@@ -59,8 +70,8 @@ def two_orderings(name: str, batch_size: int, batches: int):
         "binned": sorted((binned[b * batch_size:(b + 1) * batch_size] for b in range(MEGA_BATCH)),
                          key=lambda batch: max(lengths[i] for i in batch)),
     }
-    every = MEGA_BATCH // batches
-    return model, {mode: [collate([features[i] for i in batch]) for batch in all_batches[::every][:batches]]
+    chosen = spread(batches)
+    return model, {mode: [collate([features[i] for i in all_batches[b]]) for b in chosen]
                    for mode, all_batches in batches_of.items()}
 
 
@@ -102,6 +113,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error(f"--batch_size must be at least 1, got {args.batch_size}")
     if not 1 <= args.batches <= MEGA_BATCH:
         parser.error(f"--batches must be between 1 and {MEGA_BATCH} (one mega-batch), got {args.batches}.")
     if args.threads:

@@ -302,11 +302,22 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, nargs="+",
                         help="thread counts to measure at (default: 1 and all cores), each with torch.set_num_threads")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                        help="the inputs' dtype (attention mode); the autocast dtype end to end")
     parser.add_argument("--triton_configs", type=triton_config, nargs="*", default=[], metavar="BLOCKxWARPS",
                         help="CUDA: also time the Triton kernels at these launch configurations (e.g. 16x4 64x8)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    for flag in ("batch_size", "heads", "head_size", "repeats", "train_batch_size", "eval_batch_size",
+                 "end_to_end_repeats"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag} must be at least 1, got {value}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be at least 0, got {args.warmup}")
+    for flag in ("lengths", "eval_lengths", "threads"):
+        if getattr(args, flag) and min(getattr(args, flag)) < 1:
+            parser.error(f"--{flag} must each be at least 1, got {min(getattr(args, flag))}")
     if args.triton_configs and not (args.device.startswith("cuda") and GEOMETRIC_MODULE.triton_available()):
         parser.error("--triton_configs times the Triton kernels: it needs --device cuda and Triton installed")
     if args.triton_configs and args.end_to_end:

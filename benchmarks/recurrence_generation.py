@@ -49,6 +49,13 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's, all cores)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
+    for flag in ("prompt", "layers", "hidden_size", "heads", "intermediate_size", "vocab_size", "batch_size",
+                 "repeats", "threads"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag} must be at least 1, got {value}")
+    if min(args.windows) < 1:
+        parser.error(f"--windows must each be at least 1, got {min(args.windows)}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: no CUDA device is available")
     if args.total is None:

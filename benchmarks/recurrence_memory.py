@@ -89,6 +89,14 @@ def parse_args(argv=None):
     for name, value in DEFAULTS[args.model].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    for flag in ("window_size", "n_layer", "n_embd", "n_head", "throughput_windows", "repeats", "threads"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            parser.error(f"--{flag} must be at least 1, got {value}")
+    if min(args.windows) < 1:
+        parser.error(f"--windows must each be at least 1, got {min(args.windows)}")
+    if args.vocab_size < 4:  # token ids 3 and up are drawn
+        parser.error(f"--vocab_size must be at least 4, got {args.vocab_size}")
     return args
 
 
@@ -244,8 +252,12 @@ def main(argv=None) -> dict:
             if not checkpointing and windows > args.max_plain_windows:
                 continue
             command = [sys.executable, __file__, *forwarded, "--case", f"{windows},{int(checkpointing)}"]
-            output = subprocess.run(command, capture_output=True, text=True, check=True, env=ENVIRONMENT).stdout
-            results[f"{windows},{int(checkpointing)}"] = json.loads(output.strip().splitlines()[-1])
+            case = subprocess.run(command, capture_output=True, text=True, env=ENVIRONMENT)
+            if case.returncode:  # the end of the case's stderr (its traceback) says why it failed
+                tail = "\n".join(case.stderr.strip().splitlines()[-20:])
+                raise RuntimeError(f"the case of {windows} window(s) {'with' if checkpointing else 'without'} "
+                                   f"checkpointing failed (exit status {case.returncode}):\n{tail}")
+            results[f"{windows},{int(checkpointing)}"] = json.loads(case.stdout.strip().splitlines()[-1])
     print(f"peak memory (MiB), {args.model} {args.n_layer}x{args.n_embd}, windows of {args.window_size}, "
           f"{args.device}; ratio: to {args.windows[0]} window(s) with the same checkpointing")
     print("step = one forward + backward above the model; training = the whole process above the interpreter through "

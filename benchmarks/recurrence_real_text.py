@@ -30,7 +30,7 @@ pre-training length, disjoint and carried:
 
     python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain_length 512 --pretrain_batch_size 8 \\
         --pretrain_steps 1000 --stage pretrain --output_dir runs/real_text_qwen3_5
-    python benchmarks/recurrence_real_text.py --family qwen3_5 --variants --stage finetune \\
+    python benchmarks/recurrence_real_text.py --family qwen3_5 --pretrain_length 512 --variants --stage finetune \\
         --output_dir runs/real_text_qwen3_5
 """
 
@@ -210,10 +210,11 @@ def finetune(args, root: Path):
               "--report_to", "none", "--use_cpu", "--disable_tqdm", "true"]
     as_is = {"pretrained-as-is": []}  # read once (with seed 0), not fine-tuned
     if args.family == "qwen3_5":  # its DeltaNet states carried across the windows; its pre-training length's windows
+        length = args.pretrain_length or args.window_size  # as pretrain() chunked the corpus
         as_is["pretrained-as-is-carried"] = ["--carry_layer_states", "True"]
-        as_is[f"pretrained-as-is-window{args.pretrain_length}"] = ["--window_size", str(args.pretrain_length)]
-        as_is[f"pretrained-as-is-window{args.pretrain_length}-carried"] = ["--window_size", str(args.pretrain_length),
-                                                                          "--carry_layer_states", "True"]
+        as_is[f"pretrained-as-is-window{length}"] = ["--window_size", str(length)]
+        as_is[f"pretrained-as-is-window{length}-carried"] = ["--window_size", str(length),
+                                                             "--carry_layer_states", "True"]
     for name, flags in as_is.items():
         if 0 in args.seeds and not (root / name / "all_results.json").exists():
             train_and_evaluate(*causal_lm_arguments([*common, "--use_recurrence", "False", "--overlap", "0", *flags,

@@ -192,6 +192,38 @@ def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, mode
     assert saved["peak_bytes"] == results["peak_bytes"] and saved["ratio"] == results["ratio"]
 
 
+@pytest.mark.parametrize("length, window", [([], 128), (["--pretrain_length", "512"], 512)])
+def test_recurrence_real_text_reads_the_pretrained_hybrid_in_windows_of_its_pretraining_length(tmp_path, monkeypatch,
+                                                                                               length, window):
+    """The hybrid's as-is readings at its pre-training length use the length pretrain() chunked the corpus in:
+    --pretrain_length, or --window_size when that is not given."""
+    recurrence_real_text = benchmark("recurrence_real_text")
+    runs = {}
+    monkeypatch.setattr(recurrence_real_text, "train_and_evaluate",
+                        lambda model, data, training: runs.update({os.path.basename(training.output_dir): model}))
+    (tmp_path / "pretrained").mkdir()
+    args = recurrence_real_text.parse_args(["--family", "qwen3_5", *length, "--variants", "--stage", "finetune",
+                                            "--output_dir", str(tmp_path), "--seeds", "0"])
+    recurrence_real_text.finetune(args, tmp_path)
+    assert {name: model.window_size for name, model in runs.items()} == {
+        "pretrained-as-is": 128, "pretrained-as-is-carried": 128,
+        f"pretrained-as-is-window{window}": window, f"pretrained-as-is-window{window}-carried": window}
+
+
+def test_recurrence_memory_names_a_failed_case_and_shows_its_error():
+    """A case's subprocess that fails raises in the parent with the end of the child's stderr (its traceback), not
+    a bare exit status."""
+    recurrence_memory = benchmark("recurrence_memory")
+
+    with pytest.raises(RuntimeError) as failed:  # only the child builds the model, and .to("no-such-device") fails
+        recurrence_memory.main(["--windows", "1", "--window_size", "4", "--n_layer", "1", "--n_embd", "8",
+                                "--n_head", "1", "--vocab_size", "10", "--max_plain_windows", "0",
+                                "--device", "no-such-device"])
+    message = str(failed.value)
+    assert message.startswith("the case of 1 window(s) with checkpointing failed (exit status 1)")
+    assert "Traceback" in message and "no-such-device" in message
+
+
 def test_recurrence_memory_llama_case_wraps_the_plain_llama_it_compares_with():
     """The rotary family's case (its memory cases run in subprocesses like the others'): the recurrent model wraps the
     very Llama the throughput compares with, and the three arms run."""
@@ -373,6 +405,71 @@ def test_length_binning_harness_trains_the_same_problems_in_both_orders_with_les
     r = results["models"][0]
     assert r["binned_over_random"] == pytest.approx(r["seconds_per_step"]["binned"] / r["seconds_per_step"]["random"])
     assert r["padded_over_real_tokens"]["binned"] <= r["padded_over_real_tokens"]["random"]
+
+
+@pytest.mark.parametrize("batches", [50, 30, 20, 7, 2, 1])
+def test_length_binning_spreads_any_number_of_batches_evenly_over_the_mega_batch(batches):
+    """Fewer batches than a mega-batch's are spread from its shortest binned batch to its longest: each pick is the
+    batch nearest its evenly spaced ideal position, the picks are distinct and in order, and all 50 keep every batch
+    in order (the published figures' selection); one batch is the middle one."""
+    from fractions import Fraction
+
+    length_binning = benchmark("length_binning")
+    mega = length_binning.MEGA_BATCH
+    chosen = length_binning.spread(batches)
+    assert len(chosen) == batches == len(set(chosen)) and chosen == sorted(chosen)
+    assert all(0 <= b < mega for b in chosen)
+    if batches == 1:
+        assert chosen == [(mega - 1) // 2]
+    else:
+        ideal = [Fraction(i * (mega - 1), batches - 1) for i in range(batches)]
+        assert all(abs(b - x) <= Fraction(1, 2) for b, x in zip(chosen, ideal))
+        gaps = [b - a for a, b in zip(chosen, chosen[1:])]
+        assert max(gaps) - min(gaps) <= 1  # evenly spread: no stretch of lengths skipped
+    if batches == mega:
+        assert chosen == list(range(mega))
+    for wrong in (0, mega + 1):
+        with pytest.raises(ValueError, match="between 1 and"):
+            length_binning.spread(wrong)
+
+
+@pytest.mark.parametrize("script, argv, flag", [
+    ("length_binning", ["--batches", "0"], "--batches"),
+    ("length_binning", ["--batches", "51"], "--batches"),
+    ("length_binning", ["--batch_size", "0"], "--batch_size"),
+    ("recurrence_generation", ["--prompt", "0"], "--prompt"),
+    ("recurrence_generation", ["--repeats", "0"], "--repeats"),
+    ("recurrence_generation", ["--windows", "8", "0"], "--windows"),
+    ("ibert_throughput", ["--steps", "0"], "--steps"),
+    ("ibert_throughput", ["--warmup", "-1"], "--warmup"),
+    ("ndr_attention", ["--repeats", "0"], "--repeats"),
+    ("ndr_attention", ["--warmup", "-1"], "--warmup"),
+    ("ndr_attention", ["--dtype", "fp16"], "--dtype"),
+    ("recurrence_memory", ["--repeats", "0"], "--repeats"),
+    ("recurrence_memory", ["--windows", "1", "0"], "--windows"),
+    ("cpu_precision", ["--curve_steps", "3"], "--curve_steps"),
+    ("cpu_precision", ["--repeats", "0"], "--repeats"),
+])
+def test_benchmark_counts_out_of_range_get_one_line_and_status_2(capsys, script, argv, flag):
+    """A count the benchmark cannot run with stops it before any work: argparse's usage, then one error line naming
+    the flag, exit status 2."""
+    main = benchmark(script).main
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    *usage, error = capsys.readouterr().err.splitlines()
+    assert usage[0].startswith("usage:") and all(line.startswith(" ") for line in usage[1:])
+    assert f": error: {flag} " in error or f": error: argument {flag}: " in error
+
+
+def test_ndr_attention_runs_at_every_dtype_it_offers():
+    """Each of --dtype's choices runs the attention rows (on a CPU, float16 and bfloat16 inputs too)."""
+    ndr_attention = benchmark("ndr_attention")
+
+    for dtype in ("float32", "bfloat16", "float16"):
+        results = ndr_attention.main(["--lengths", "8", "--batch_size", "1", "--heads", "1", "--head_size", "4",
+                                      "--repeats", "1", "--warmup", "0", "--threads", "1", "--dtype", dtype])
+        assert set(results["by_threads"][1][8]["seconds"]) == set(ndr_attention.KINDS)
 
 
 def _gpu_piece_in(root):
@@ -630,6 +727,7 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
                                                    "benchmarks/ndr_attention.py", "-m",
                                                    "benchmarks/recurrence_generation.py"]
     assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--triton_configs 16x4 64x4 64x8" in calls[2]
+    assert "--pytorch_max 4096" in calls[1]  # the PyTorch path measured again up to 4,096, as docs/results/speed.md
     assert "-k fsdp_launch_on_gpus" in calls[3]
     assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout
     with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
