@@ -31,7 +31,13 @@ def test_reader_is_its_base_model_and_a_linear_layer_as_each_is_built_alone():
     assert reader.state_dict().keys() == expected.keys()
     assert all(torch.equal(reader.state_dict()[k], v) for k, v in expected.items())
     ids = torch.tensor([[1, 5, 7, 2]])
-    assert torch.equal(reader(ids).logits, head(base(input_ids=ids).last_hidden_state))
+    logits = head(base(input_ids=ids).last_hidden_state)
+    assert torch.equal(reader(ids).logits, logits)
+    # the loss at the labelled positions alone, and transformers' tuple output
+    labels = torch.tensor([[-100, -100, 4, 9]])
+    loss, tuple_logits = reader(ids, labels=labels, return_dict=False)
+    assert torch.equal(tuple_logits, logits)
+    torch.testing.assert_close(loss, nn.functional.cross_entropy(logits[0, 2:], labels[0, 2:]))
 
 
 @pytest.mark.parametrize("base_config", [None, AutoConfig.for_model("llama", vocab_size=9, **LLAMA),

@@ -7,6 +7,7 @@ from torch import nn
 from transformers import AutoModel, PreTrainedModel
 from transformers.dynamic_module_utils import custom_object_save
 from transformers.modeling_outputs import MaskedLMOutput
+from transformers.utils import can_return_tuple
 
 from .configuration_answer_slots import AnswerSlotsConfig
 
@@ -68,7 +69,11 @@ class AnswerReader(PreTrainedModel):
     def _init_weights(self, module):
         """Nothing: the base model initialised its own modules; the LSTM and the head keep PyTorch's initialisation."""
 
-    def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None):
+    @can_return_tuple
+    def forward(self, input_ids, attention_mask=None, labels=None, position_ids=None) -> MaskedLMOutput | tuple:
+        """The logits over the vocabulary at every position, and with `labels` the cross-entropy at the labelled
+        positions (-100 elsewhere); `return_dict=False` (or the config's `return_dict`) gives the tuple (loss, logits),
+        as transformers' models do."""
         positions = {} if position_ids is None else {"position_ids": position_ids}
         hidden = self.base(input_ids=input_ids, attention_mask=attention_mask, **positions)[0]
         logits = self.head(hidden)
