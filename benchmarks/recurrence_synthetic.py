@@ -154,16 +154,16 @@ def common_arguments(args, root: Path, steps: int) -> list[str]:
 
 
 @torch.no_grad()
-def secret_token_loss(model, tokenizer, documents: list[str], first_window: bool) -> float:
-    """Mean negative log-likelihood of the first secret token after each `key`, documents read whole; in the first
-    window (where no model can know the secret) or in the later ones."""
+def secret_token_loss(model, tokenizer, documents: list[str], first_mention: bool) -> float:
+    """Mean negative log-likelihood of the first secret token after each `key`, documents read whole: after the
+    document's first `key` (where no model can know the secret), or after the later ones (where the secret was stated
+    before: in an earlier window, or, with an overlap, earlier in the same window)."""
     key_id, total, count = tokenizer.convert_tokens_to_ids(KEY), 0.0, 0
-    window = model.config.window_size
     for text in documents:
         ids = torch.tensor([[tokenizer.bos_token_id] + tokenizer(text, add_special_tokens=False)["input_ids"]])
         log_probs = torch.log_softmax(model(ids).logits[0, :-1].float(), dim=-1)
         after_key = (ids[0, :-1] == key_id).nonzero().flatten()
-        after_key = after_key[(after_key + 1 < window) == first_window]
+        after_key = after_key[:1] if first_mention else after_key[1:]
         total -= log_probs[after_key, ids[0, after_key + 1]].sum().item()
         count += len(after_key)
     return total / count
@@ -222,8 +222,8 @@ def main(argv=None):
                 per_seed.append({
                     "perplexity_per_token": metrics[f"{prefix}_perplexity"],
                     "loss": metrics[f"{prefix}_loss"],
-                    "secret_loss_first_window": secret_token_loss(model, tokenizer, corpus["validation"], True),
-                    "secret_loss_later_windows": secret_token_loss(model, tokenizer, corpus["validation"], False),
+                    "secret_loss_first_mention": secret_token_loss(model, tokenizer, corpus["validation"], True),
+                    "secret_loss_later_mentions": secret_token_loss(model, tokenizer, corpus["validation"], False),
                     "train_loss": metrics["train_loss"],
                 })
             results[name] = mean_over_seeds(per_seed)
@@ -232,15 +232,15 @@ def main(argv=None):
     )
     print(f"\n{args.family}, windows of {args.window_size}, overlap {args.overlap}; chance loss on the secret "
           f"{results['chance_secret_loss']:.3f} nats")
-    print("| model | perplexity per token | secret loss, first window | secret loss, later windows |\n"
+    print("| model | perplexity per token | secret loss, first mention | secret loss, later mentions |\n"
           "| --- | --- | --- | --- |")
     for name in names:
         r = results[name]
         spread = {key: f" +- {r[key + '_std']:.3f}" if key + "_std" in r else ""
-                  for key in ("perplexity_per_token", "secret_loss_first_window", "secret_loss_later_windows")}
+                  for key in ("perplexity_per_token", "secret_loss_first_mention", "secret_loss_later_mentions")}
         print(f"| {name} | {r['perplexity_per_token']:.3f}{spread['perplexity_per_token']} | "
-              f"{r['secret_loss_first_window']:.3f}{spread['secret_loss_first_window']} | "
-              f"{r['secret_loss_later_windows']:.3f}{spread['secret_loss_later_windows']} |")
+              f"{r['secret_loss_first_mention']:.3f}{spread['secret_loss_first_mention']} | "
+              f"{r['secret_loss_later_mentions']:.3f}{spread['secret_loss_later_mentions']} |")
     print(f"recurrent / disjoint perplexity: {results['perplexity_ratio_recurrent_over_disjoint']:.3f}")
     results["hardware"] = hardware()
     if args.json:
