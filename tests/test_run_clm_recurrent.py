@@ -514,3 +514,25 @@ def test_a_checkpoint_saved_in_half_precision_is_fine_tuned_in_fp32_unless_asked
             assert decoder == {expected}, (name, flag, decoder)
     with pytest.raises(UsageError, match="--dtype must be float32, bfloat16, float16 or auto, got 'fp8'"):
         causal_lm.RecurrentLMArguments(model_name_or_path=str(tmp_path / "llama"), dtype="fp8")
+
+
+def test_a_baseline_given_the_recurrent_runs_folder_is_refused_not_resumed_from_its_checkpoint(tmp_path):
+    """The baseline's command is the recurrent run's with --use_recurrence False: in the same --output_dir it would
+    resume the recurrent run's checkpoint (and overwrite its model). It is refused in one line naming what differs;
+    the recurrent run given again goes on from its checkpoint."""
+    articles = write_wikitext(tmp_path / "wikitext")
+    tiny_setup(tmp_path, list(articles.values()))
+    raw, output = tmp_path / "wikitext", tmp_path / "out"
+    command = ["--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+               "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"), "--window_size", "8",
+               "--insertion_layer", "1", "--windows_per_example", "2", "--output_dir", str(output), "--do_train",
+               "--max_steps", "2", "--save_steps", "1", "--per_device_train_batch_size", "2", "--report_to", "none",
+               "--use_cpu", "--disable_tqdm", "true"]
+    first = run_clm_recurrent(command)
+    weights = (output / "model.safetensors").read_bytes()
+    with pytest.raises(UsageError, match=r"holds a checkpoint of a run with another model or data.*use_recurrence "
+                                         r"True \(asked: False\)"):
+        run_clm_recurrent([*command, "--use_recurrence", "False"])
+    assert (output / "model.safetensors").read_bytes() == weights  # the recurrent run's model, kept
+    again = run_clm_recurrent(command)  # the same run, finished: loaded from its checkpoint, not trained again
+    assert again["train_loss"] == first["train_loss"]

@@ -8,6 +8,7 @@ import pytest
 from test_hotpotqa import fixture_tokenizer, write_fixture
 from transformers import AutoModelForQuestionAnswering, RobertaConfig
 
+from lengthgen.cli import UsageError
 from lengthgen.training import question_answering
 
 
@@ -87,3 +88,16 @@ def test_hub_config_holds_the_papers_settings_and_applies_to_a_roberta_checkpoin
     for key, value in roberta.roberta.state_dict().items():
         if not key.startswith("pooler."):
             torch.testing.assert_close(model.roberta.state_dict()[key], value, rtol=0, atol=0)
+
+
+def test_the_baseline_in_the_recurrent_runs_folder_is_refused_not_resumed(tmp_path):
+    """--use_recurrence False in the folder of a recurrent run with checkpoints: one line naming what differs, and
+    the recurrent run's model kept."""
+    path = tiny_setup(tmp_path, count=4)
+    command = arguments(tmp_path, path, "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1")
+    run_qa_recurrent(command)
+    output = Path(command[command.index("--output_dir") + 1])
+    weights = (output / "model.safetensors").read_bytes()
+    with pytest.raises(UsageError, match=r"another model or data.*use_recurrence True \(asked: False\)"):
+        run_qa_recurrent([*command, "--use_recurrence", "False"])
+    assert (output / "model.safetensors").read_bytes() == weights

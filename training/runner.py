@@ -224,11 +224,12 @@ RECIPE = {"model": ("model_name_or_path", "config_name", "model_type", "config_o
           "data": ("dataset_name", "dataset_config_name", "dataset_param", "max_train_samples")}
 
 
-def check_same_recipe(output_dir: str, recorded: dict) -> None:
+def check_same_recipe(output_dir: str, recorded: dict, recipe: dict = RECIPE) -> None:
     """Before training resumes from `output_dir`'s last checkpoint: the model and data of the run that wrote it (its
-    spec file, or its results' spec) must be those of `recorded` (a spec's `to_dict()`); a UsageError naming what
-    differs otherwise. A folder path (a config, a checkpoint, a tokenizer) is compared by its name, so that a piece
-    restored in another checkout (`--unpack_from`) goes on. Nothing is checked in a folder that records no spec."""
+    spec file, or its results' spec) must be those of `recorded` (a spec's `to_dict()`, or the sections a training
+    script records), the fields `recipe` names by section; a UsageError naming what differs otherwise. A path (a
+    config, a checkpoint, a tokenizer, a data file) is compared by its name, so that a piece restored in another
+    checkout (`--unpack_from`) goes on. Nothing is checked in a folder that records no spec."""
     if os.path.isfile(os.path.join(output_dir, SPEC_FILE)):
         with open(os.path.join(output_dir, SPEC_FILE)) as f:
             earlier = json.load(f)
@@ -239,16 +240,31 @@ def check_same_recipe(output_dir: str, recorded: dict) -> None:
     now = json.loads(json.dumps(recorded))  # tuples as JSON lists, as the file has them
 
     def named(key, value):
-        paths = ("model_name_or_path", "config_name", "tokenizer_name")
+        paths = ("model_name_or_path", "config_name", "tokenizer_name", "train_file", "validation_file", "test_file")
         return os.path.basename(os.path.normpath(value)) if key in paths and isinstance(value, str) else value
 
     found = [f"{key} {earlier.get(section, {}).get(key)!r} (asked: {now.get(section, {}).get(key)!r})"
-             for section, keys in RECIPE.items() for key in keys
+             for section, keys in recipe.items() for key in keys
              if named(key, earlier.get(section, {}).get(key)) != named(key, now.get(section, {}).get(key))]
     if found:
         raise UsageError(f"{output_dir} holds a checkpoint of a run with another model or data, which this run would "
                          f"resume: {'; '.join(found)}. Give another --output_dir, or delete that folder to start "
                          "again.")
+
+
+def guard_output_dir(training_args, recorded: dict, recipe: dict = RECIPE) -> None:
+    """Before a run trains: when it would resume its output folder's last checkpoint, the run that wrote it must share
+    `recipe`'s fields with `recorded` (`check_same_recipe`); then `recorded` is written there (SPEC_FILE), for the next
+    run in the folder to be compared with."""
+    if not training_args.do_train:
+        return
+    output_dir = training_args.output_dir
+    if training_args.resume_from_checkpoint in RESUME_HERE and get_last_checkpoint_or_none(output_dir):
+        check_same_recipe(output_dir, recorded, recipe)
+    if training_args.should_save:
+        os.makedirs(output_dir, exist_ok=True)
+        with open(os.path.join(output_dir, SPEC_FILE), "w") as f:
+            json.dump(recorded, f, indent=2)
 
 
 def exponential_decay_optimizer(model, args, num_train_rows: int):
@@ -344,10 +360,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if not training_args.do_train and not model_args.model_name_or_path:
         raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
                          "model with --model_name_or_path.")
-    resume = training_args.resume_from_checkpoint
-    if training_args.do_train and save and resume in RESUME_HERE \
-            and get_last_checkpoint_or_none(training_args.output_dir):  # resumed from this folder's checkpoint
-        check_same_recipe(training_args.output_dir, recorded)
+    if save:
+        guard_output_dir(training_args, recorded)
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):
             splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_args.params)
@@ -424,10 +438,6 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
 
     metrics, training = {}, None
     if training_args.do_train:
-        if save and training_args.should_save:  # what a run resumed from this folder must share with this one
-            os.makedirs(training_args.output_dir, exist_ok=True)
-            with open(os.path.join(training_args.output_dir, SPEC_FILE), "w") as f:
-                json.dump(recorded, f, indent=2)
         start = time.perf_counter()
         train_output = train_and_save(trainer, save)
         # a finished run loaded again reports the training time it had (its train_runtime), not the load's
@@ -435,7 +445,7 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
         best = trainer.state.best_model_checkpoint if training_args.load_best_model_at_end else None
         training = {"steps": trainer.state.global_step, "epochs": trainer.state.epoch,
-                    "best_step": int(best.rsplit("-", 1)[1]) if best else None, "seconds": round(seconds, 1),
+                    "best_step": int(best.rsplit("-", 1)[1]) if best else None, "seconds": round(seconds, 3),
                     "loss_first_last": [losses[0], losses[-1]] if losses else None,
                     "max_train_seconds": training_args.max_train_seconds}
         metrics.update(train_output.metrics)
