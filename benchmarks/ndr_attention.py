@@ -25,7 +25,7 @@ On CUDA the fused rows are the Triton kernels (bf16 inputs enter their products 
 `--dtype bfloat16` runs end to end under bf16 autocast, as training with `--bf16` does. `--triton_configs 16x4 64x8`
 adds a row per Triton launch configuration (rows per program x warps) beside the default's, to tune them:
 
-    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096 \
+    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096 \\
         --triton_configs 16x4 32x4 64x4 64x8
 """
 

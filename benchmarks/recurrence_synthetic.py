@@ -25,7 +25,7 @@ attention, which reads each window afresh as the attention does); h_prev enters 
 below the paper's l_ins = 2. `--carry_layer_states` adds two fine-tuned copies whose DeltaNet layers carry their
 states from window to window (`carry_layer_states`, not in the paper): without h_prev and with it.
 
-    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry_layer_states --finetune_seeds 3 \
+    python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry_layer_states --finetune_seeds 3 \\
         --output_dir outputs/synthetic-carried --json docs/recurrence_synthetic_qwen3_5_carried_cpu.json
 
 `--finetune_seeds N` fine-tunes every copy N times (seeds --seed .. --seed + N - 1, same corpus and pre-trained

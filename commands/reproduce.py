@@ -14,7 +14,7 @@ again, it resumes from its last checkpoint, or, once finished, evaluates the tra
 In pieces, on machines that do not outlive ten minutes (the first piece without --unpack_from):
 
     lengthgen reproduce ndr-listops-paper --max_train_seconds 480 --pack_to pieces/ndr-listops-paper
-    lengthgen reproduce ndr-listops-paper --max_train_seconds 480 --unpack_from pieces/ndr-listops-paper \
+    lengthgen reproduce ndr-listops-paper --max_train_seconds 480 --unpack_from pieces/ndr-listops-paper \\
         --pack_to pieces/ndr-listops-paper
 
 `--max_train_seconds` stops training before the budget with a checkpoint (weights, optimizer, scheduler, RNG, data

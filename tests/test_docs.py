@@ -95,3 +95,23 @@ def test_the_readme_starts_and_the_site_goes_deep():
     readme = (REPO_ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 250, "README.md is longer than 250 lines: move the depth to docs/"
     assert 'mkdocs serve' in readme
+
+
+def test_shell_commands_in_docstrings_keep_their_line_continuations():
+    """A command written over several lines in a docstring (`--help` prints the module's) ends its lines with a
+    backslash; in a string that is not raw, a lone backslash before the newline would join the lines instead."""
+    import ast
+    import io
+    import tokenize
+
+    joined = []
+    for path in sorted(REPO_ROOT.glob("**/*.py")):
+        if {"site", ".git", "build"} & set(path.relative_to(REPO_ROOT).parts):
+            continue
+        for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+            if token.type != tokenize.STRING or "\\\n" not in token.string:
+                continue
+            if "f" not in token.string[:token.string.index(token.string[-1])].lower():  # f-strings: not literals
+                if ast.literal_eval(token.string).count("\\\n") < token.string.count("\\\n"):
+                    joined.append(f"{path.relative_to(REPO_ROOT)}:{token.start[0]}")
+    assert not joined, f"write \\\\ at the end of a continued command line in: {', '.join(joined)}"
