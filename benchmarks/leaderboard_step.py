@@ -10,8 +10,10 @@ lengths (answer-slots layout, the protocol's batch size):
 * the *bare* step: forward, backward and AdamW on batches collated beforehand, the models taking turns so that a
   noisy machine slows them alike (median over `--repeats` rounds of `--steps` steps);
 * the *runner* step: seconds per training step of a leaderboard cell (`lengthgen.leaderboard.cell.run_cell`, the
-  Trainer with its data loading and collation), `--runner_steps` steps, its batches drawn at random as the bare
-  steps' are.
+  Trainer with its data loading and collation), its batches drawn at random as the bare steps' are: two cells, of
+  `--runner_steps` and of twice as many steps, and the difference of their training times over the difference of
+  their steps, so that what a run pays once (the Trainer's set-up, the first steps' allocations) is reported apart,
+  as the runner's fixed seconds.
 
 It prints and writes (`--json`) the FLOPs, both step times, the achieved GFLOP/s of the bare step and the runner's
 overhead (runner / bare).
@@ -46,7 +48,8 @@ def parse_args(argv=None):
     parser.add_argument("--protocol", default="chomsky", help="whose training lengths, batch size and data scale")
     parser.add_argument("--steps", type=int, default=10, help="bare steps per model per round")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of bare steps")
-    parser.add_argument("--runner_steps", type=int, default=100, help="steps of the leaderboard cell")
+    parser.add_argument("--runner_steps", type=int, default=100,
+                        help="steps of the shorter leaderboard cell (the longer one trains twice as many)")
     parser.add_argument("--train_size", type=int, default=4000, help="training strings generated")
     parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--json", help="also write the results here")
@@ -108,15 +111,20 @@ def main(argv=None):
     for name in args.models:
         # the runner's batches drawn at random, as the bare steps' (not grouped by length)
         budget = {k: v for k, v in chosen.training.items() if k != "train_sampling_strategy"}
-        record = cell.run_cell(name, prepared, 0, {**budget, "max_steps": args.runner_steps})
+        short, long = (cell.run_cell(name, prepared, 0, {**budget, "max_steps": steps})
+                       for steps in (args.runner_steps, 2 * args.runner_steps))
         entry = results[name]
         entry["bare_seconds_per_step"] = statistics.median(entry.pop("bare_seconds"))
-        entry["runner_seconds_per_step"] = record["train_seconds"] / record["train_steps"]
+        entry["runner_seconds_per_step"] = (
+            (long["train_seconds"] - short["train_seconds"]) / (long["train_steps"] - short["train_steps"])
+        )
+        entry["runner_fixed_seconds"] = short["train_seconds"] - short["train_steps"] * entry["runner_seconds_per_step"]
         entry["gflops_per_second"] = entry["flops_per_step"] / entry["bare_seconds_per_step"] / 1e9
         entry["runner_over_bare"] = entry["runner_seconds_per_step"] / entry["bare_seconds_per_step"]
         print(f"{name:>16}: {entry['flops_per_step'] / 1e9:6.2f} GFLOP per step, bare "
               f"{1e3 * entry['bare_seconds_per_step']:7.1f} ms ({entry['gflops_per_second']:5.1f} GFLOP/s), runner "
-              f"{1e3 * entry['runner_seconds_per_step']:7.1f} ms ({entry['runner_over_bare']:.2f}x bare)", flush=True)
+              f"{1e3 * entry['runner_seconds_per_step']:7.1f} ms ({entry['runner_over_bare']:.2f}x bare) and "
+              f"{entry['runner_fixed_seconds']:.2f} s once", flush=True)
     output = {"task": args.task, "protocol": args.protocol, "batch_size": batch_size, "models": results,
               "threads": torch.get_num_threads(), "precision": "fp32", "hardware": hardware()}
     if args.json:

@@ -694,6 +694,7 @@ def test_leaderboard_step_counts_flops_and_times_the_bare_and_the_runner_step(tm
         assert entry["runner_over_bare"] == pytest.approx(
             entry["runner_seconds_per_step"] / entry["bare_seconds_per_step"]
         )
+        assert isinstance(entry["runner_fixed_seconds"], float)  # 3 and 6 steps: per step, and what is paid once
     # a transformer step does more arithmetic than an LSTM step of the same width
     assert results["models"]["nope"]["flops_per_step"] > results["models"]["lstm"]["flops_per_step"]
     assert json.loads(output.read_text())["models"].keys() == results["models"].keys()
@@ -740,3 +741,37 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
     assert "1 failed" in collected.stdout
     assert json.loads((repo / "docs" / "recurrence_generation_gpu.json").read_text()) == {"gpu": "fake"}
     assert (repo / "docs" / "ndr_attention_gpu_bf16_linear.json").exists()
+
+
+def test_synthetic_secret_loss_splits_first_mentions_from_later_ones_with_an_overlap():
+    """The secret after a document's first `key` is unknowable; every later one was stated before, in an earlier
+    window or, with an overlap, earlier in the same window. A model that knows the secret exactly where it was stated
+    before (and is uniform elsewhere) has loss ln V on first mentions and about 0 on later ones, though with an
+    overlap of 8 the first window of 32 tokens holds two mentions."""
+    import math
+    import random
+    from types import SimpleNamespace
+
+    import torch
+
+    synthetic = benchmark("recurrence_synthetic")
+    args = synthetic.parse_args(["--overlap", "8"])
+    documents = [synthetic.secret_document(random.Random(seed), args) for seed in range(5)]
+    tokenizer = synthetic.word_tokenizer([synthetic.KEY] + [f"s{i}" for i in range(args.num_secrets)]
+                                         + [f"w{i}" for i in range(args.num_filler_words)])
+    key_id = tokenizer.convert_tokens_to_ids(synthetic.KEY)
+    in_first_window = 0
+
+    def model(ids):
+        keys = (ids[0] == key_id).nonzero().flatten().tolist()
+        nonlocal in_first_window
+        in_first_window += sum(k + 1 < args.window_size for k in keys[1:])
+        logits = torch.zeros(1, ids.shape[1], len(tokenizer))
+        for k in keys[1:]:  # after a later `key`: the secret, certain
+            logits[0, k, ids[0, k + 1]] = 100.0
+        return SimpleNamespace(logits=logits)
+
+    model.config = SimpleNamespace(window_size=args.window_size)
+    assert synthetic.secret_token_loss(model, tokenizer, documents, True) == pytest.approx(math.log(len(tokenizer)))
+    assert synthetic.secret_token_loss(model, tokenizer, documents, False) == pytest.approx(0, abs=1e-6)
+    assert in_first_window >= 1  # a later mention inside the first window, counted among the later ones
