@@ -27,6 +27,7 @@ from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.release.folder import release
 from lengthgen.reproduction.reproduce import preset
 from lengthgen.training.hardware import auto_precision, hardware
+from lengthgen.training.arguments import ModelArguments
 from lengthgen.training.runner import run_experiment
 
 MODELS = {"I-BERT": "ibert-nsp-copy-small", "BERT": "bert-nsp-copy-small"}
@@ -42,8 +43,8 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=float, default=8)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
-    parser.add_argument("--model_size", help="config overrides of both models, e.g. hidden_size=64,num_hidden_layers=2 "
-                                             "(default: the presets')")
+    parser.add_argument("--model_size", help="config overrides of both models over the presets' (128 wide, 2 layers, 4 "
+                                             "heads, 256 feed-forward), e.g. hidden_size=64,num_hidden_layers=1")
     parser.add_argument("--seed", type=int, default=0, help="the data's and the training's seed")
     parser.add_argument("--precision", default="fp32", choices=["auto", "fp32", "bf16"],
                         help="fp32 by default: at this size bf16 autocast is slower even on a CPU with native bf16 "
@@ -72,7 +73,9 @@ def experiment(name: str, output_dir: str, args):
                               "validation_size": args.validation_size, "seed": args.seed,
                               "train_difficulties": list(args.train_digits),
                               "validation_difficulties": list(args.validation_digits)}}
-    model = {"config_overrides": args.model_size} if args.model_size else {}
+    # the flag's fields over the preset's (hidden_size=64 keeps the preset's heads, layers and feed-forward width)
+    sized = ModelArguments(model_type="bert", config_overrides=args.model_size).overrides
+    model = {"config_overrides": {**spec.model.overrides, **sized}} if args.model_size else {}
     training = {"output_dir": output_dir, "num_train_epochs": args.epochs,
                 "per_device_train_batch_size": args.batch_size, "learning_rate": args.learning_rate,
                 "seed": args.seed, "use_cpu": True, "bf16": args.precision == "bf16"}

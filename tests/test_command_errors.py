@@ -117,6 +117,11 @@ def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, mo
     line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "hiden_size=16"],
                       "lengthgen train")
     assert "--config_overrides: ndr has no config field 'hiden_size' (did you mean 'hidden_size'?)" in line
+    # a value the config refuses when it is built, for a config read from a folder and for a model type's
+    for source in (["--config_name", f"{REPO}/hub_configs/ibert-nsp"], ["--model_type", "inductive_bert"]):
+        line = error_line(capsys, train.main, [*out, *ctl, *source, "--config_overrides", "hidden_size=66"],
+                          "lengthgen train")
+        assert "hidden_size (66) must be a multiple of num_attention_heads (12)" in line, line
     monkeypatch.chdir(tmp_path)  # hub_configs/ is not here: the name reads as a Hub id, which offline cannot load
     line = error_line(capsys, train.main, [*out, *ctl, "--config_name", "hub_configs/ndr-ctl"], "lengthgen train")
     assert "--config_name hub_configs/ndr-ctl: not a folder here, and not read from the Hub" in line

@@ -23,8 +23,8 @@ def run_mlm(argv) -> dict:
     return train(argv, head="masked_lm", program="python examples/run_mlm.py", train_and_evaluate=False).metrics
 
 
-def main_job(argv) -> dict:
-    """examples/nsp_length_generalization.py's main, in this process (loaded from its file)."""
+def main_job_module():
+    """examples/nsp_length_generalization.py, loaded from its file."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -32,7 +32,24 @@ def main_job(argv) -> dict:
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.main(argv)
+    return module
+
+
+def main_job(argv) -> dict:
+    """examples/nsp_length_generalization.py's main, in this process."""
+    return main_job_module().main(argv)
+
+
+def test_main_job_model_size_changes_the_fields_it_names_and_keeps_the_presets_others(tmp_path):
+    from lengthgen.reproduction.reproduce import preset
+
+    module = main_job_module()
+    for name in ("ibert-nsp-copy-small", "bert-nsp-copy-small"):
+        given = preset(name).experiment().model.overrides
+        assert given["num_attention_heads"] == 4 and given["hidden_size"] == 128  # the preset's, as written there
+        spec = module.experiment(name, str(tmp_path), module.parse_args(["--model_size", "hidden_size=64"]))
+        assert spec.model.overrides == {**given, "hidden_size": 64}
+        assert module.experiment(name, str(tmp_path), module.parse_args([])).model.overrides == given
 
 
 TINY = "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64"

@@ -66,10 +66,17 @@ def load_config(model_args: ModelArguments, tokenizer=None, answer_slots: bool =
             raise UsageError(f"--model_type {model_args.model_type!r} is not a model type of transformers or lengthgen "
                              f"(e.g. bert, llama, ndr, inductive_bert, universal_transformer, {LSTM}).")
         check_overrides(AutoConfig.for_model(model_args.model_type), overrides)
-        return AutoConfig.for_model(model_args.model_type, **overrides)  # derived fields (head_dim, ...) follow them
+        try:
+            return AutoConfig.for_model(model_args.model_type, **overrides)  # derived fields (head_dim, ...) follow
+        except ValueError as error:  # the checks the config makes (head size, a field's choices)
+            raise UsageError(f"--config_overrides {overrides}: {error}") from None
     config = read_config(model_args.config_name, "--config_name", model_args.trust_remote_code)
     check_overrides(config, overrides)
     config.update(overrides)
+    try:  # the checks the config makes when it is built (head size, a field's choices), which update() skips
+        type(config)(**config.to_dict())
+    except ValueError as error:
+        raise UsageError(f"--config_overrides {overrides}: {error}") from None
     return config
 
 
