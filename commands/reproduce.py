@@ -82,9 +82,12 @@ def parse_args(argv):
         raise UsageError(f"Unknown preset {unknown[0]!r}; choose from {', '.join([*PRESETS, *STUDIES])} "
                          "(--list shows them with the papers' numbers)")
     if any(name in STUDIES for name in args.names) and (args.pack_to or args.unpack_from or args.num_steps_table or
-                                                        args.max_train_seconds):
+                                                        args.max_train_seconds or args.precision):
         raise UsageError("a study (presets/study.yaml) takes none of --pack_to, --unpack_from, --num_steps_table, "
-                         "--max_train_seconds")
+                         "--max_train_seconds, --precision (it trains as its spec says)")
+    if args.num_steps_table and (shallow := [n for n in args.names if n in PRESETS and not PRESETS[n].deeper]):
+        raise UsageError(f"--num_steps_table evaluates an NDR on deeper problems, which {shallow[0]} does not name "
+                         "(NDR presets with a `deeper` section do)")
     if (args.pack_to or args.unpack_from) and len(args.names) != 1:
         raise UsageError("--pack_to and --unpack_from take exactly one preset name")
     if args.pack_to and args.names[0] in PRESETS:
@@ -148,5 +151,5 @@ def main(argv=None):
             parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=records)
             print(f"packed into {len(parts)} file(s): {', '.join(parts)}")
         print(json.dumps({"name": name, "accuracy": result["accuracy"], "target": result["target"]}, indent=1))
-        if args.num_steps_table and PRESETS[name].deeper:
+        if args.num_steps_table:
             num_steps_table(name, args.output_root, args.results_dir)

@@ -42,9 +42,14 @@ def main(argv=None):
     check_positive({"--num_steps": args.num_steps})
     if not args.text.split():
         raise UsageError("--text is empty: give the input as space-separated tokens, e.g. \"101 d a b\".")
-    heads = AutoConfig.from_pretrained(
-        args.model_name_or_path, trust_remote_code=args.trust_remote_code
-    ).num_attention_heads
+    config = AutoConfig.from_pretrained(args.model_name_or_path, trust_remote_code=args.trust_remote_code)
+    if config.model_type != "ndr":
+        raise UsageError(f"--model_name_or_path {args.model_name_or_path} holds a model of type {config.model_type}: "
+                         "the pictures are of a Neural Data Router's attention and gates (model type ndr).")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--output {args.output}: no folder {folder} to write it in.")
+    heads = config.num_attention_heads
     if args.head is not None and not 0 <= args.head < heads:
         raise UsageError(f"--head must be in [0, {heads}), got {args.head}.")
     model = AutoModelForSequenceClassification.from_pretrained(

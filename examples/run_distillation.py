@@ -3,7 +3,7 @@
 alone (same spec, same seeds), each with accuracy and expected calibration error per difficulty.
 
     python examples/run_distillation.py \\
-        --teacher_model_name_or_path outputs/study/recurrent-bias-attractors/lstm/seed0 \\
+        --teacher_model_name_or_path outputs/reproduce/recurrent-bias-attractors/lstm/seed0 \\
         --model_type bert --config_overrides hidden_size=128,num_hidden_layers=4,num_attention_heads=4 \\
         --dataset_name subject_verb_agreement --dataset_config_name attractors --output_dir outputs/distill \\
         --max_steps 1000 --per_device_train_batch_size 64 --learning_rate 5e-4 --seeds 3
@@ -39,6 +39,9 @@ def main(argv):
         "head": "classification"}})
     if spec.training.output_dir in (None, "trainer_output"):
         raise UsageError("--output_dir is required")
+    if spec.training.max_train_seconds:
+        raise UsageError("--max_train_seconds: each run of the comparison trains to its end (an interrupted command "
+                         "resumes from the runs it finished)")
     return compare_distillation(spec, list(range(seeds)), spec.training.output_dir,
                                 command_line("python examples/run_distillation.py", sys.argv[1:]))
 

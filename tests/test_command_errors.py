@@ -98,6 +98,8 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     assert "'chomsky_hierarch' is not a lengthgen builder (did you mean 'chomsky_hierarchy'?)" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_train", "false"], "lengthgen train")
     assert "Nothing to evaluate: without training (--do_train not given, or false), give the trained model" in line
+    line = error_line(capsys, train.main, [*base, *model, "--do_predict"], "lengthgen train")
+    assert "--do_predict: --do_eval scores every split but train, the test split included" in line
     line = error_line(capsys, train.main, [*base, *model, "--lr_decay_per_epoch", "0.97", "--lr_scheduler_type",
                                            "constant"], "lengthgen train")
     assert "--lr_decay_per_epoch is its own schedule, with AdamW: it takes no --lr_scheduler_type constant" in line
@@ -282,6 +284,9 @@ def test_run_clm_recurrent(capsys, tmp_path, nothing_loads):
     assert "A model trained from --config_name needs --tokenizer_name" in error_line(
         capsys, main, [*base, "--corpus", "pg19", "--config_name", "hub_configs/gpt2-recurrent-pg19"],
         "run_clm_recurrent.py")
+    assert "--streaming reads the corpus without knowing its length: give --max_steps" in error_line(
+        capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--do_train", "--streaming"],
+        "run_clm_recurrent.py")
 
 
 def test_run_qa_recurrent(capsys, tmp_path, nothing_loads):
@@ -297,6 +302,8 @@ def test_run_qa_recurrent(capsys, tmp_path, nothing_loads):
         capsys, main, [*base, "--validation_file", str(tmp_path / "dev.json")], "run_qa_recurrent.py")
     assert "--max_answer_length must be at least 1" in error_line(
         capsys, main, [*base, "--max_answer_length", "0"], "run_qa_recurrent.py")
+    assert "--do_predict: HotpotQA's test set has no answers to score" in error_line(
+        capsys, main, [*base, "--do_predict"], "run_qa_recurrent.py")
 
 
 def test_main_job(capsys, tmp_path, nothing_loads):
@@ -323,6 +330,12 @@ def test_plot_ndr(capsys, tmp_path):
     assert "--text is empty" in error_line(capsys, main, ["--model_name_or_path", model, "--text", " "], "plot_ndr.py")
     assert "--head must be in [0, 1), got 7" in error_line(
         capsys, main, ["--model_name_or_path", model, "--text", "101 a", "--head", "7"], "plot_ndr.py")
+    ibert = os.path.join(REPO, "checkpoints", "ibert-nsp-copy")
+    assert "holds a model of type inductive_bert: the pictures are of a Neural Data Router's" in error_line(
+        capsys, main, ["--model_name_or_path", ibert, "--text", "1 2"], "plot_ndr.py")
+    assert f"--output {tmp_path}/nodir/x.png: no folder {tmp_path}/nodir to write it in" in error_line(
+        capsys, main, ["--model_name_or_path", model, "--text", "101 a", "--output", f"{tmp_path}/nodir/x.png"],
+        "plot_ndr.py")
 
 
 @pytest.mark.parametrize("command", [  # the lengthgen command and an example script (the others end as this one does)

@@ -138,6 +138,8 @@ def test_the_summary_is_the_mean_and_spread_of_every_number():
          "no such file or directory: no/such/config"),
         (["--teacher_model_name_or_path", ".", "--seeds", "0"], "--seeds must be at least 1"),
         (["--config_name", "."], "--teacher_model_name_or_path is required"),
+        (["--teacher_model_name_or_path", ".", "--max_train_seconds", "60"],
+         "--max_train_seconds: each run of the comparison trains to its end"),
     ],
 )
 def test_run_distillation_mistakes_are_one_line(arguments, message, tmp_path, capsys, monkeypatch):

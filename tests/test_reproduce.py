@@ -156,6 +156,8 @@ def test_a_killed_session_counts_until_its_last_checkpoint(tmp_path):
     (["ndr-ctl-sideways"], "Unknown preset 'ndr-ctl-sideways'; choose from ndr-ctl-backward"),
     (["ndr-ctl-backward", "ndr-ctl-forward", "--pack_to", "x"], "exactly one preset name"),
     (["recurrent-bias-attractors", "--max_train_seconds", "60"], "a study"),
+    (["recurrent-bias-attractors", "--precision", "bf16"], r"a study .* --precision \(it trains as its spec says\)"),
+    (["ibert-nsp-copy", "--num_steps_table"], "deeper problems, which ibert-nsp-copy does not name"),
     ([], "name a preset"),
 ])
 def test_command_line_mistakes_are_named_before_anything_runs(argv, message):

@@ -536,3 +536,15 @@ def test_a_baseline_given_the_recurrent_runs_folder_is_refused_not_resumed_from_
     assert (output / "model.safetensors").read_bytes() == weights  # the recurrent run's model, kept
     again = run_clm_recurrent(command)  # the same run, finished: loaded from its checkpoint, not trained again
     assert again["train_loss"] == first["train_loss"]
+
+
+def test_a_new_model_without_the_default_insertion_layer_is_named_in_one_line(tmp_path):
+    """A 2-layer GPT-2 config trained from scratch with the paper's l_ins = 2 (the default): the config's own check,
+    as a usage error naming the config."""
+    articles = write_wikitext(tmp_path / "wikitext")
+    tiny_setup(tmp_path, list(articles.values()))
+    with pytest.raises(UsageError, match=r"--config_name .*config: insertion_layer must lie in \[0, n_layer=2\)"):
+        run_clm_recurrent(["--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
+                           "--corpus", "wikitext103", "--train_file", str(tmp_path / "wikitext" / "wiki.train.raw"),
+                           "--window_size", "8", "--output_dir", str(tmp_path / "out"), "--do_train",
+                           "--max_steps", "1"])

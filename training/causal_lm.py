@@ -289,10 +289,17 @@ def load_model(model_args: RecurrentLMArguments, tokenizer) -> GPT2WithRecurrenc
         config.update_from_string(model_args.config_overrides)
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     tokens = {"vocab_size": len(tokenizer), "bos_token_id": bos, "eos_token_id": tokenizer.eos_token_id}
+    try:  # the recurrence's checks against the model (an insertion layer it has, a window its positions hold)
+        if config.model_type == "gpt2":
+            recurrent = GPT2WithRecurrenceConfig(**{**config.to_dict(), **fields, **tokens})
+        else:
+            config.update(tokens)
+            recurrent = CausalLMWithRecurrenceConfig(decoder_config=config, **fields)
+    except ValueError as error:
+        raise UsageError(f"--config_name {model_args.config_name}: {error}") from None
     if config.model_type == "gpt2":
-        return GPT2WithRecurrence(GPT2WithRecurrenceConfig(**{**config.to_dict(), **fields, **tokens}))
-    config.update(tokens)
-    return CausalLMWithRecurrence(CausalLMWithRecurrenceConfig(decoder_config=config, **fields))
+        return GPT2WithRecurrence(recurrent)
+    return CausalLMWithRecurrence(recurrent)
 
 
 def parse_args(argv: list[str]):
@@ -305,6 +312,8 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
     """Fine-tune (`do_train`) and evaluate (`do_eval`: validation, `do_predict`: test) at the overlaps asked for; the
     metrics, also written to the output folder's all_results.json and model card."""
     check_launch(training_args, reads_windows=True)
+    if data_args.streaming and training_args.do_train and training_args.max_steps <= 0:
+        raise UsageError("--streaming reads the corpus without knowing its length: give --max_steps.")
     if training_args.ddp_find_unused_parameters is None:  # the recurrence module is idle in one-window examples
         training_args.ddp_find_unused_parameters = True
 

@@ -219,6 +219,9 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
         transformers.utils.logging.set_verbosity_warning()
     set_seed(training_args.seed)
 
+    if training_args.do_predict:
+        raise UsageError("--do_predict: HotpotQA's test set has no answers to score; --do_eval scores the validation "
+                         "split and writes its predictions.")
     if not (model_args.tokenizer_name or model_args.model_name_or_path):
         raise UsageError("A model trained from --config_name needs --tokenizer_name (a tokenizer folder or Hub id).")
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)

@@ -357,6 +357,9 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if quiet:
         quiet_logs()
 
+    if training_args.do_predict:  # transformers' example scripts predict the test split with it: nothing to add here
+        raise UsageError("--do_predict: --do_eval scores every split but train, the test split included, by "
+                         "difficulty; give --do_eval.")
     if not training_args.do_train and not model_args.model_name_or_path:
         raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
                          "model with --model_name_or_path.")
