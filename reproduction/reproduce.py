@@ -186,6 +186,19 @@ def reproduce(name: str, output_root: str, precision: str | None, results_dir: s
     with open(os.path.join(output_dir, "trainer_state.json")) as f:
         state = json.load(f)
 
+    # how the model was trained: this session's precision and machine, or (a finished run evaluated again) the
+    # training's, from its record, else from the results JSON written when it finished training
+    trained_on = {"precision": precision, "hardware": hardware()}
+    previous = saved_result(results_dir, name)
+    if trained:
+        source = outcome.trained_by or {}
+        same_run = previous if previous and previous["training"]["steps"] == state["global_step"] else None
+        bf16 = (source.get("spec") or {}).get("training", {}).get("bf16")
+        trained_on = {
+            "precision": ("bf16" if bf16 else "fp32") if source.get("spec") else
+            (same_run or trained_on)["precision"],
+            "hardware": source.get("hardware") or (same_run or trained_on)["hardware"],
+        }
     accuracy = outcome.table()
     target = None
     if run.target:
@@ -203,7 +216,7 @@ def reproduce(name: str, output_root: str, precision: str | None, results_dir: s
         "task": {"dataset": data.dataset_name, "config": data.dataset_config_name, "params": data.dataset_param},
         "train_range": list(train_range(run)),
         "model_config": model_config,
-        "precision": precision,
+        "precision": trained_on["precision"],
         "evaluation_precision": "fp32" if trained else precision,
         "training": {
             "steps": state["global_step"],
@@ -212,7 +225,7 @@ def reproduce(name: str, output_root: str, precision: str | None, results_dir: s
             "best_checkpoint": state.get("best_model_checkpoint"),
             "finished": training_finished(output_dir, run),
         },
-        "hardware": hardware(),
+        "hardware": trained_on["hardware"],
         "accuracy": accuracy,
         "target": target,
         "paper": run.paper,
@@ -220,7 +233,6 @@ def reproduce(name: str, output_root: str, precision: str | None, results_dir: s
         "learning_curve": learning_curve(output_dir),
         "baseline": None,
     }
-    previous = saved_result(results_dir, name)
     if previous and "num_steps_table" in previous and previous["training"]["steps"] == state["global_step"]:
         result["num_steps_table"] = previous["num_steps_table"]  # evaluated again: the same checkpoint's table
     baseline = saved_result(results_dir, run.baseline)

@@ -40,7 +40,7 @@ def tiny_presets(monkeypatch):
     return presets
 
 
-def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, capsys):
+def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, capsys, monkeypatch):
     results_dir, output_root = tmp_path / "results", tmp_path / "runs"
     baseline = reproduce.reproduce("transformer-ctl-backward", str(output_root), "fp32", str(results_dir))
     result = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
@@ -73,10 +73,15 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     run_dir = output_root / "ndr-ctl-backward"
     published = os.path.join(REPO, "docs", "results", "ndr-ctl-backward.json")
     published_before = os.stat(published).st_mtime_ns
-    command.main(["ndr-ctl-backward", "--precision", "fp32", "--output_root", str(output_root),
-                  "--results_dir", str(results_dir), "--pack_to", str(tmp_path / "piece")])
+    # asked on another machine, at another precision: the JSON still says how and where the model was trained
+    with monkeypatch.context() as patch:
+        patch.setattr(reproduce, "hardware", lambda: {**saved["hardware"], "cpu": "another CPU"})
+        command.main(["ndr-ctl-backward", "--precision", "bf16", "--output_root", str(output_root),
+                      "--results_dir", str(results_dir), "--pack_to", str(tmp_path / "piece")])
     again = json.loads((results_dir / "ndr-ctl-backward.json").read_text())
     assert again["training"]["steps"] == 6 and again["accuracy"] == result["accuracy"]
+    assert again["precision"] == "fp32" and again["evaluation_precision"] == "fp32"
+    assert again["hardware"] == saved["hardware"]
     assert os.stat(published).st_mtime_ns == published_before
     assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 1
     record = ExperimentResult.load(str(run_dir))

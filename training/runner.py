@@ -487,14 +487,15 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
 
 
 def trained_by(folder: str) -> dict | None:
-    """How the model in `folder` was trained (spec, command, training), from its results file or, for a Trainer
-    checkpoint (`RUN/checkpoint-N`), its run's."""
+    """How the model in `folder` was trained (spec, command, training, and the hardware it trained on), from its
+    results file or, for a Trainer checkpoint (`RUN/checkpoint-N`), its run's."""
     for candidate in (folder, os.path.dirname(os.path.normpath(folder))):
         if os.path.isfile(os.path.join(candidate, RESULTS_FILE)):
             source = ExperimentResult.load(candidate)
             if source.trained_by:
                 return source.trained_by
-            return {"spec": source.spec, "command": source.command, "training": source.training}
+            return {"spec": source.spec, "command": source.command, "training": source.training,
+                    "hardware": source.hardware}
     return None
 
 
