@@ -115,8 +115,8 @@ def parse_args(argv=None):
     parser.add_argument("--windows_per_example", type=int, default=8)
     parser.add_argument("--finetune_learning_rate", type=float, default=2e-4)
     parser.add_argument("--insertion_layer", type=int,
-                        help="l_ins (default: 2 of 4, the paper's middle, for the Llama; 1 for the hybrid, whose "
-                             "h_prev must enter a softmax-attention layer: 1 or 3)")
+                        help="l_ins, counted from 0 (default: 2 of 4 for the Llama, the third layer; 1 for the hybrid, "
+                             "whose h_prev must enter a softmax-attention layer: 1 or 3)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--json", help="report: write the results here")
     parser.add_argument("--plot", help="report: write the plot here")

@@ -22,7 +22,7 @@ gradient path; the counting filler keeps the benchmark within minutes.)
 
 With `--family qwen3_5` the model's odd layers are softmax attention and its even ones gated DeltaNet (linear
 attention, which reads each window afresh as the attention does); h_prev enters the last attention layer at or
-below the paper's l_ins = 2. `--carry_layer_states` adds two fine-tuned copies whose DeltaNet layers carry their
+below index 2. `--carry_layer_states` adds two fine-tuned copies whose DeltaNet layers carry their
 states from window to window (`carry_layer_states`, not in the paper): without h_prev and with it.
 
     python benchmarks/recurrence_synthetic.py --family qwen3_5 --carry_layer_states --finetune_seeds 3 \\
@@ -75,8 +75,8 @@ VARIANTS = {
 
 
 def insertion_layer(config) -> int:
-    """The paper's l_ins = 2 (or the last layer of a shallower model), in a hybrid the last softmax-attention layer
-    at or below it."""
+    """Index 2, the third layer (one past the paper's second, as the published runs have it; the last layer of a
+    shallower model), in a hybrid the last softmax-attention layer at or below it."""
     below = [i for i in softmax_attention_layers(meta_model(config)) if i <= 2]
     if not below:
         raise ValueError(f"no softmax-attention layer among the first three of this {config.model_type} model")

@@ -4,7 +4,8 @@ evaluate perplexity per word and per token at the window and overlap the model i
 §4-5). GPT-2 checkpoints become `GPT2WithRecurrence`; any other causal LM family (Llama, Qwen2, Mistral, GPT-NeoX,
 ...) becomes `CausalLMWithRecurrence`, which also carries memory tokens (`--num_memory_tokens`, the RMT baseline).
 
-    # WikiText-103, recurrent model: GPT-2 weights + the paper's recurrence settings (window 300, overlap 0, l_ins 2)
+    # WikiText-103, recurrent model: GPT-2 weights + the paper's recurrence settings (window 300, overlap 0, h_prev
+    # at the second block)
     python examples/run_clm_recurrent.py --model_name_or_path gpt2 \\
         --config_name hub_configs/gpt2-recurrent-wikitext103 \\
         --corpus wikitext103 --dataset_name Salesforce/wikitext --dataset_config_name wikitext-103-raw-v1 \\

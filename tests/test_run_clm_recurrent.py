@@ -231,7 +231,7 @@ def test_hub_configs_hold_the_papers_settings_and_apply_to_a_gpt2_checkpoint(nam
     config = AutoConfig.from_pretrained(folder)
     assert (config.model_type, config.window_size, config.overlap, config.insertion_layer,
             config.recurrence_hidden_size, config.recurrence_num_hidden_layers, config.n_layer, config.n_embd) == \
-        ("gpt2_recurrent", 300, 0, 2, 200, 3, 12, 768)
+        ("gpt2_recurrent", 300, 0, 1, 200, 3, 12, 768)  # l_ins = 2 counts blocks from 1 (§3.1): index 1
     assert flops_per_token(config, 300, 0) == pytest.approx(1.75e8, rel=0.01)  # Tables 1-2, overlap 0
     assert not hasattr(config, "training_hyperparameters")  # the recipe is the script's defaults, not the config's
     # §5's recipe as the defaults: 2 epochs, linear warm-up over 100 steps to a constant rate, K = 20 windows
@@ -247,7 +247,7 @@ def test_hub_configs_hold_the_papers_settings_and_apply_to_a_gpt2_checkpoint(nam
                                                  overlap=5)
     model = causal_lm.load_model(arguments, tokenizer=None)
     assert (model.config.window_size, model.config.overlap, model.config.insertion_layer,
-            model.config.recurrence_hidden_size, model.config.n_embd) == (300, 5, 2, 200, 32)
+            model.config.recurrence_hidden_size, model.config.n_embd) == (300, 5, 1, 200, 32)
     for key, value in gpt2.state_dict().items():
         torch.testing.assert_close(model.state_dict()[key], value, rtol=0, atol=0)
 
@@ -538,13 +538,14 @@ def test_a_baseline_given_the_recurrent_runs_folder_is_refused_not_resumed_from_
     assert again["train_loss"] == first["train_loss"]
 
 
-def test_a_new_model_without_the_default_insertion_layer_is_named_in_one_line(tmp_path):
-    """A 2-layer GPT-2 config trained from scratch with the paper's l_ins = 2 (the default): the config's own check,
-    as a usage error naming the config."""
+def test_a_new_model_without_the_insertion_layer_asked_for_is_named_in_one_line(tmp_path):
+    """A 2-layer GPT-2 config trained from scratch with h_prev at index 2: the config's own check, as a usage error
+    naming the config."""
     articles = write_wikitext(tmp_path / "wikitext")
     tiny_setup(tmp_path, list(articles.values()))
     with pytest.raises(UsageError, match=r"--config_name .*config: insertion_layer must lie in \[0, n_layer=2\)"):
         run_clm_recurrent(["--config_name", str(tmp_path / "config"), "--tokenizer_name", str(tmp_path / "tokenizer"),
                            "--corpus", "wikitext103", "--train_file", str(tmp_path / "wikitext" / "wiki.train.raw"),
-                           "--window_size", "8", "--output_dir", str(tmp_path / "out"), "--do_train",
+                           "--window_size", "8", "--insertion_layer", "2", "--output_dir", str(tmp_path / "out"),
+                           "--do_train",
                            "--max_steps", "1"])

@@ -72,7 +72,7 @@ def test_hub_config_holds_the_papers_settings_and_applies_to_a_roberta_checkpoin
     config = AutoConfig.from_pretrained(folder)
     assert (config.model_type, config.insertion_layer, config.recurrence_hidden_size, config.recurrence_pooling,
             config.num_hidden_layers, config.hidden_size, config.max_position_embeddings) == \
-        ("roberta_recurrent", 2, 768, "last_layer", 12, 768, 514)
+        ("roberta_recurrent", 1, 768, "last_layer", 12, 768, 514)  # §5.4's "second layer", counted from 0
     assert not hasattr(config, "training_hyperparameters")  # the recipe is the script's defaults, not the config's
     _, data, training = question_answering.parse_args(["--output_dir", str(tmp_path / "x")])
     assert (training.learning_rate, training.num_train_epochs, data.window_size, data.doc_stride) == (2e-5, 4, 512, 128)
@@ -84,7 +84,7 @@ def test_hub_config_holds_the_papers_settings_and_applies_to_a_roberta_checkpoin
                                                         config_name=str(folder), use_recurrence=False)
     model = question_answering.load_model(arguments, tokenizer=None)
     assert (model.config.insertion_layer, model.config.recurrence_hidden_size, model.config.use_recurrence,
-            model.config.hidden_size) == (2, 768, False, 32)
+            model.config.hidden_size) == (1, 768, False, 32)
     for key, value in roberta.roberta.state_dict().items():
         if not key.startswith("pooler."):
             torch.testing.assert_close(model.roberta.state_dict()[key], value, rtol=0, atol=0)

@@ -88,7 +88,8 @@ class RecurrentLMArguments:
         default=None, metadata={"help": "Overlap o in training (default 0 or the checkpoint's)."}
     )
     insertion_layer: int | None = field(default=None, metadata={
-        "help": "l_ins (default 2); in a hybrid (Qwen3.5, LFM2, Granite 4, ...) one of its softmax-attention layers"})
+        "help": "l_ins, the 0-based index of the layer h_prev enters (default 1: the paper's second layer); in a "
+                "hybrid (Qwen3.5, LFM2, Granite 4, ...) one of its softmax-attention layers"})
     recurrence_hidden_size: int | None = field(default=None, metadata={"help": "Width of the h_prev FFN (200)."})
     recurrence_num_hidden_layers: int | None = field(default=None, metadata={"help": "Hidden layers of it (3)."})
     num_memory_tokens: int | None = field(

@@ -65,7 +65,8 @@ class RecurrentQAArguments:
     config_overrides: str | None = field(default=None, metadata={"help": "From scratch: 'num_hidden_layers=2,...'."})
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer (default: model_name_or_path)."})
     use_recurrence: bool | None = field(default=None, metadata={"help": "False: the disjoint baseline."})
-    insertion_layer: int | None = field(default=None, metadata={"help": "l_ins (paper: 2)."})
+    insertion_layer: int | None = field(default=None, metadata={
+        "help": "l_ins, the 0-based index of the layer h_prev enters (paper: the second layer, index 1)."})
     recurrence_hidden_size: int | None = field(default=None, metadata={"help": "MLP width (paper: 768)."})
     recurrence_num_hidden_layers: int | None = field(
         default=None, metadata={"help": "MLP hidden layers (paper: 1, its \"2 layer\" MLP)."})

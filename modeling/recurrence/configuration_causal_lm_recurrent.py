@@ -19,8 +19,10 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
             plus one for h_prev in a rotary family, plus 2 x `num_memory_tokens`) must fit the model's
             `max_position_embeddings`.
         overlap (`int`, defaults to 0): o, tokens each window repeats from the previous one, as context only (§4.2).
-        insertion_layer (`int`, defaults to 2): l_ins, the (0-based) decoder layer whose self-attention gets h_prev as
-            one extra key and value (paper: 2); in a hybrid, one of its softmax-attention layers (`layer_types`).
+        insertion_layer (`int`, defaults to 1): l_ins, the (0-based) index of the decoder layer whose self-attention
+            gets h_prev as one extra key and value; in a hybrid, one of its softmax-attention layers (`layer_types`).
+            The paper's l_ins = 2 counts layers from 1 (§3.1: h^(l) is the output of the l-th layer; §5.4: "the
+            second layer"): index 1 here.
         recurrence_hidden_size (`int`, defaults to 200), recurrence_num_hidden_layers (`int`, defaults to 3): the
             feed-forward network from the pooled z to h_prev (paper: 3 x 200).
         recurrence_pooling (`str`, defaults to "layer_weighted"): "layer_weighted" is Eq. 1 (every layer's output,
@@ -48,7 +50,7 @@ class CausalLMWithRecurrenceConfig(PreTrainedConfig):
         decoder_config=None,
         window_size=300,
         overlap=0,
-        insertion_layer=2,
+        insertion_layer=1,
         recurrence_hidden_size=200,
         recurrence_num_hidden_layers=3,
         recurrence_pooling="layer_weighted",

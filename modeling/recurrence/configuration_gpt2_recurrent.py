@@ -17,8 +17,9 @@ class GPT2WithRecurrenceConfig(GPT2Config):
         window_size (`int`, defaults to 300): T, tokens per window (paper: 300). At most `n_positions`.
         overlap (`int`, defaults to 0): o, tokens each window repeats from the previous one, as context only
             (§4.2); train and evaluate with the same overlap. 0 <= o < T.
-        insertion_layer (`int`, defaults to 2): l_ins, the (0-based) GPT-2 block whose self-attention gets h_prev
-            as an extra key and value (paper: 2).
+        insertion_layer (`int`, defaults to 1): l_ins, the (0-based) index of the GPT-2 block whose self-attention
+            gets h_prev as an extra key and value. The paper's l_ins = 2 counts blocks from 1 (§3.1: h^(l) is the
+            output of the l-th layer): the second block, index 1 here.
         recurrence_hidden_size (`int`, defaults to 200), recurrence_num_hidden_layers (`int`, defaults to 3): the
             feed-forward network from z to h_prev: this many ReLU hidden layers of this width (paper: 3 x 200).
         recurrence_pooling (`str`, defaults to "layer_weighted"): how z is pooled from a window: "layer_weighted" is
@@ -35,7 +36,7 @@ class GPT2WithRecurrenceConfig(GPT2Config):
         self,
         window_size=300,
         overlap=0,
-        insertion_layer=2,
+        insertion_layer=1,
         recurrence_hidden_size=200,
         recurrence_num_hidden_layers=3,
         recurrence_pooling="layer_weighted",

@@ -15,7 +15,8 @@ class RobertaWithRecurrenceConfig(RobertaConfig):
     into the answer-type classifier (span / yes / no).
 
     Args:
-        insertion_layer (`int`, defaults to 2): l_ins, the (0-based) layer whose self-attention gets h_prev (paper: 2).
+        insertion_layer (`int`, defaults to 1): l_ins, the (0-based) index of the layer whose self-attention gets
+            h_prev. The paper's "second layer" (§5.4, l_ins = 2, layers counted from 1): index 1 here.
         recurrence_hidden_size (`int`, defaults to 768), recurrence_num_hidden_layers (`int`, defaults to 1): the
             network from z to h_prev: this many ReLU hidden layers of this width. The paper's "2 layer,
             768-dimensional hidden layer MLP" is read as two linear layers around one hidden layer of 768.
@@ -31,7 +32,7 @@ class RobertaWithRecurrenceConfig(RobertaConfig):
 
     def __init__(
         self,
-        insertion_layer=2,
+        insertion_layer=1,
         recurrence_hidden_size=768,
         recurrence_num_hidden_layers=1,
         recurrence_pooling="last_layer",
