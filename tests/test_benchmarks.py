@@ -259,7 +259,7 @@ def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_
          "--family", family]
     )
     for name in ("disjoint", "recurrent"):
-        assert results[name]["perplexity_per_token"] > 1 and results[name]["secret_loss_later_windows"] > 0
+        assert results[name]["perplexity_per_token"] > 1 and results[name]["secret_loss_later_mentions"] > 0
     recurrent = AutoConfig.from_pretrained(tmp_path / "run" / "recurrent")
     decoder = recurrent.decoder_config["model_type"] if family != "gpt2" else recurrent.model_type
     assert decoder == {"gpt2": "gpt2_recurrent", "qwen3_5": "qwen3_5_text"}[family]
@@ -285,9 +285,9 @@ def test_recurrence_synthetic_over_seeds_reads_finished_runs_when_run_again(tmp_
     for name in ("disjoint", "recurrent"):
         seeds = results[name]["per_seed"]
         assert len(seeds) == 2 and (tmp_path / f"{name}-s1" / "all_results.json").exists()
-        mean = (seeds[0]["secret_loss_later_windows"] + seeds[1]["secret_loss_later_windows"]) / 2
-        assert results[name]["secret_loss_later_windows"] == pytest.approx(mean)
-        assert "secret_loss_later_windows_std" in results[name]
+        mean = (seeds[0]["secret_loss_later_mentions"] + seeds[1]["secret_loss_later_mentions"]) / 2
+        assert results[name]["secret_loss_later_mentions"] == pytest.approx(mean)
+        assert "secret_loss_later_mentions_std" in results[name]
     assert len(runs) == 1 + 2 * 2  # pre-training, then both copies per seed
     assert recurrence_synthetic.main(arguments) == results  # read again, nothing run again
     assert len(runs) == 1 + 2 * 2
@@ -306,8 +306,8 @@ def test_recurrence_carries_a_fact_across_windows_that_a_disjoint_model_cannot_k
 
     results = recurrence_synthetic.main(["--family", family])
     chance = results["chance_secret_loss"]
-    assert results["recurrent"]["secret_loss_later_windows"] < 0.25 * chance
-    assert results["disjoint"]["secret_loss_later_windows"] > 0.9 * chance
+    assert results["recurrent"]["secret_loss_later_mentions"] < 0.25 * chance
+    assert results["disjoint"]["secret_loss_later_mentions"] > 0.9 * chance
     assert results["perplexity_ratio_recurrent_over_disjoint"] < 0.97
 
 

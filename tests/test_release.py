@@ -399,7 +399,7 @@ def test_an_evaluation_of_a_trainer_checkpoint_takes_its_runs_record(trained, tm
     record = ExperimentResult.load(str(tmp_path / "eval"))
     trained_record = ExperimentResult.load(str(output_dir))
     assert record.trained_by == {"spec": trained_record.spec, "command": trained_record.command,
-                                 "training": trained_record.training}
+                                 "training": trained_record.training, "hardware": trained_record.hardware}
     assert record.command.endswith("--num_steps 4 --use_cpu --report_to none") and record.training is None
     card = open(
         os.path.join(release(str(tmp_path / "eval"), "someone/x", target=str(tmp_path / "r")), "README.md")
