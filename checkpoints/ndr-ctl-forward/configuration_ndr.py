@@ -44,7 +44,7 @@ class NDRConfig(PretrainedConfig):
             authors' code applies its attention dropout there.
         gate_dropout (`float`, defaults to 0.0): during training, close the whole gate of a column (copy it
             unchanged) with this probability. Not in the thesis, so off by default; the authors' code's default is 0.05
-            and their sweeps use 0.1, as `hub_configs/ndr-*` do.
+            and their sweeps use 0.1, as `hub_configs/ndr-ctl` and `ndr-simple-arithmetic` do (`ndr-listops`: 0.05).
         normalize_geometric_attention (`bool`, defaults to `False`): L1-normalise each row of the geometric attention
             weights. Eq. 5.7 has no normalisation, and the authors' runs turn it off (their sweeps' `norm_att 0`); True
             is their code's default, which `hub_configs/ndr-*` keep: every model trained here is normalised, and on a
