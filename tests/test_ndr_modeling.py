@@ -95,11 +95,14 @@ def sinusoid(position, dim):
     return torch.tensor([math.sin(position * f) for f in inv] + [math.cos(position * f) for f in inv])
 
 
-@pytest.mark.parametrize("encoding", ["relative", "abs_rel_gated"])
-def test_softmax_position_scores_are_equation_d7(encoding):
-    """Attention of the relative and gated abs/rel variants against Eq. D.6-D.7 summed term by term."""
+@pytest.mark.parametrize("encoding, per_head", [("relative", False), ("abs_rel_gated", False),
+                                                ("abs_rel_gated", True)])
+def test_softmax_position_scores_are_equation_d7(encoding, per_head):
+    """Attention of the relative and gated abs/rel variants against Eq. D.6-D.7 summed term by term: the gate one
+    scalar per position (W_ar in R^{d x 1}), or one per head and position with `abs_rel_gate_per_head`."""
     torch.manual_seed(0)
-    model = NDRModel(tiny(attention_type="softmax", position_encoding=encoding, num_layers=1, **NO_DROPOUT)).eval()
+    model = NDRModel(tiny(attention_type="softmax", position_encoding=encoding, num_layers=1,
+                          abs_rel_gate_per_head=per_head, **NO_DROPOUT)).eval()
     attention = model.layer.attention
     with torch.no_grad():  # non-zero query biases make terms (c) and (d) visible
         attention.query_bias.normal_()
@@ -117,7 +120,9 @@ def test_softmax_position_scores_are_equation_d7(encoding):
             for j in range(6):
                 p = sinusoid(i - j, 32)
                 if encoding == "abs_rel_gated":  # Eq. D.6: r_i mixes relative and absolute positions
-                    r = torch.sigmoid(attention.abs_rel_gate.weight[head] @ h[i] + attention.abs_rel_gate.bias[head])
+                    gate = head if per_head else 0
+                    assert attention.abs_rel_gate.out_features == (heads if per_head else 1)
+                    r = torch.sigmoid(attention.abs_rel_gate.weight[gate] @ h[i] + attention.abs_rel_gate.bias[gate])
                     p = p * r + sinusoid(j, 32) * (1 - r)
                 content = (q + attention.query_bias[head]) @ (W_kE[head] @ h[j])  # (a) + (c)
                 position = (q + attention.position_query_bias[head]) @ (W_kP[head] @ p)  # (b) + (d), gated: (e)

@@ -32,6 +32,8 @@ class NDRConfig(PretrainedConfig):
             embeddings), `"relative"` (Dai et al. 2019 with sinusoidal relative embeddings; softmax only) or
             `"abs_rel_gated"` (appendix D.2, Eq. D.6-D.7: a per-position gate mixes relative and absolute position
             terms; softmax only).
+        abs_rel_gate_per_head (`bool`, defaults to `False`): with `"abs_rel_gated"`, one gate r_i per head instead of
+            Eq. D.6's one scalar per position shared by the heads (W_ar in R^{d x 1}). Not in the thesis.
         copy_gate (`bool`, defaults to `True`): the copy gate of Eq. 5.3-5.4. Without it the layer is a standard
             post-LayerNorm transformer layer (residual around the feed-forward block).
         update_normalization (`str`, defaults to `"layernorm"`): normalisation of the update u in Eq. 5.2. The thesis
@@ -74,6 +76,7 @@ class NDRConfig(PretrainedConfig):
         num_steps=None,
         attention_type="geometric",
         position_encoding="none",
+        abs_rel_gate_per_head=False,
         copy_gate=True,
         update_normalization="layernorm",
         classifier_position="last",
@@ -115,6 +118,7 @@ class NDRConfig(PretrainedConfig):
         self.num_steps = num_steps
         self.attention_type = attention_type
         self.position_encoding = position_encoding
+        self.abs_rel_gate_per_head = abs_rel_gate_per_head
         self.copy_gate = copy_gate
         self.update_normalization = update_normalization
         self.classifier_position = classifier_position

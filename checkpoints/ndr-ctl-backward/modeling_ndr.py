@@ -119,7 +119,8 @@ class NDRAttention(nn.Module):
             self.position_key = nn.Linear(d, d, bias=False)  # W_{k,P}
             self.position_query_bias = nn.Parameter(torch.zeros(self.num_heads, self.head_size))  # b_{q,P}
         if config.position_encoding == "abs_rel_gated":
-            self.abs_rel_gate = nn.Linear(d, self.num_heads)  # W_ar, b_ar (Eq. D.6), one gate per head
+            # W_ar, b_ar (Eq. D.6): one gate per position, or (abs_rel_gate_per_head) one per head and position
+            self.abs_rel_gate = nn.Linear(d, self.num_heads if config.abs_rel_gate_per_head else 1)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_size).transpose(-3, -2)
@@ -145,7 +146,7 @@ class NDRAttention(nn.Module):
             absolute_keys = self._heads(self.position_key(
                 sinusoidal_embeddings(j[0], self.config.hidden_size).to(hidden_states.dtype)))
             absolute = position_query @ absolute_keys.transpose(-1, -2)
-            r = torch.sigmoid(self.abs_rel_gate(hidden_states)).transpose(1, 2)[..., None]  # (B, H, N, 1)
+            r = torch.sigmoid(self.abs_rel_gate(hidden_states)).transpose(1, 2)[..., None]  # (B, H or 1, N, 1)
             scores = r * scores + (1 - r) * absolute
         return scores
 
