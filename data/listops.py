@@ -5,7 +5,9 @@ middle values when the count is even), each with 2-5 arguments, e.g. `[MED 4 8 5
 is a sub-list with probability 0.3; at most 50 tokens. Difficulty = *dependency depth*: the depth in operations of the
 parse tree after pruning the arguments no operation selects (MIN and MAX select one argument, MED one or two, SM all),
 so a depth-k problem really needs k levels of computation. Splits are balanced by it: train 1-5, validation 6,
-test 7-8; 1M / 1K / 1K by default.
+test 7-8; 1M / 1K / 1K by default. The thesis's §5.2.3 and Table 5.4 give these depths; its appendix D.3.2 says 0-5,
+6 and 7: the table's are followed. It gives at most 5 arguments; at least 2 is this builder's choice (an operation
+of one argument would be its argument).
 """
 
 import random

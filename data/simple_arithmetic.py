@@ -3,7 +3,8 @@
 Every operation is bracketed, e.g. `( ( 4 * 7 ) + 2 )` -> `0`. Difficulty = depth = the number of nested
 operations (leaves not counted: the example has depth 2). A sub-expression replaces a digit with probability 0.2, at
 most 50 tokens, and depths are balanced by rejection sampling. Train depths 1-5, validation 6, test 7-8;
-100K / 1K / 1K by default.
+100K / 1K / 1K by default. The thesis's §5.2.2 and Table 5.3 give these depths; its appendix D.3.2 says 0-5, 6 and
+7 (a depth of 0 is a bare digit): the table's are followed.
 """
 
 import random

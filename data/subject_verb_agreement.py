@@ -8,8 +8,9 @@ Two sources:
 * `linzen_agreement_splits`: Linzen et al.'s TSV (`agr_50_mostcommon_10K.tsv.gz`, tab-separated with a header; the
   columns used are `sentence`, `verb_pos`, `verb_index` (1-based), `n_intervening`, `n_diff_intervening`,
   `distance`), from a local path, a URL or a file in a Hub repository, split 10 / 1 / 89 % (train / validation / test)
-  with seed 42 as Abnar et al.'s code does. The input is the sentence's words before the verb, the difficulty the
-  number of attractors (intervening nouns of the other number).
+  with seed 42 as Abnar et al.'s code does. The input is the sentence's words before the verb (Linzen et al.'s
+  number prediction; Abnar et al.'s text speaks of "the masked verb in a given sentence" without saying whether the
+  words after it are seen), the difficulty the number of attractors (intervening nouns of the other number).
 * `generate_agreement_splits` (the builder): sentences of a small English grammar, for offline use and controlled
   length splits. A subject noun phrase is followed by modifiers, each a prepositional phrase ("near the keys"), an
   object relative clause ("that the pilots saw") or a subject relative clause ("that saw the pilots"); every
