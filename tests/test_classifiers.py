@@ -83,6 +83,11 @@ def test_each_problem_type_gives_the_loss_transformers_classifiers_give(name):
         classifier(ids, labels=classes.float())
     with pytest.raises(ValueError, match=r"Class labels must lie in \[0, 3\)"):
         classifier(ids, labels=torch.tensor([0, 3, 1]))
+    with pytest.raises(ValueError, match=r"Class labels must lie in \[0, 3\) \(or be -100"):
+        classifier(ids, labels=torch.tensor([0, -1, 1]))
+    # a row labelled -100 is left out, as transformers' classifiers (torch's cross-entropy) leave it out
+    torch.testing.assert_close(classifier(ids, labels=torch.tensor([0, -100, 1])).loss,
+                               F.cross_entropy(logits[[0, 2]], torch.tensor([0, 1])))
 
 
 @pytest.mark.parametrize("name", ["ibert", "ndr", "universal_transformer", "position_transformer"])

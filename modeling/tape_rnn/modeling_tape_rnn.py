@@ -256,8 +256,9 @@ def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_typ
     transformers' classifiers (BertForSequenceClassification) take it, which choose it when it is None: "regression"
     for one label, "single_label_classification" for integer labels, else "multi_label_classification". Mean squared
     error against float targets `(batch,)` (`(batch, num_labels)` for several), cross-entropy against class ids
-    `(batch,)`, binary cross-entropy with logits against `(batch, num_labels)` targets. Raises ValueError for labels of
-    another shape, float class ids, or (where `_values_are_free`) a class outside `[0, num_labels)`."""
+    `(batch,)` (a row labelled -100 left out, as torch's cross-entropy does), binary cross-entropy with logits against
+    `(batch, num_labels)` targets. Raises ValueError for labels of another shape, float class ids, or (where
+    `_values_are_free`) a class outside `[0, num_labels)` but -100."""
     batch_size, num_labels = logits.shape
     if problem_type is None:
         if num_labels == 1:
@@ -276,8 +277,8 @@ def _classification_loss(logits: torch.Tensor, labels: torch.Tensor, problem_typ
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
     if labels.is_floating_point() or labels.dtype == torch.bool:
         raise ValueError(f"labels of single_label_classification are class ids (integers), got dtype {labels.dtype}.")
-    if _values_are_free(labels) and (int(labels.min()) < 0 or int(labels.max()) >= num_labels):
-        raise ValueError(f"Class labels must lie in [0, {num_labels}).")
+    if _values_are_free(labels) and (((labels < 0) & (labels != -100)).any() or int(labels.max()) >= num_labels):
+        raise ValueError(f"Class labels must lie in [0, {num_labels}) (or be -100, left out of the loss).")
     return F.cross_entropy(logits, labels.long())
 
 
