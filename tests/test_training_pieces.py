@@ -133,6 +133,27 @@ def test_budget_callback_checks():
         pieces.TimeBudgetCallback(0)
 
 
+def test_a_resumed_piece_does_not_start_an_evaluation_its_budget_cannot_hold():
+    """A run whose log records evaluations of 30 s (two splits, 18 + 12 s, at step 10) resumes with a budget of 70 s
+    and steps of 1 s: it stops, with a checkpoint, once 2 x 30 s no longer fit, at 11 s (without that log: at 69 s,
+    with no time left for an evaluation)."""
+    from transformers import TrainerControl, TrainerState
+
+    log = [{"loss": 2.0, "step": 5}, {"eval_validation_runtime": 18.0, "eval_validation_accuracy": 0.5, "step": 10},
+           {"eval_test_runtime": 12.0, "step": 10}, {"eval_validation_runtime": 25.0, "step": 20}]
+    assert pieces.longest_evaluation(log) == 30.0 and pieces.longest_evaluation([]) == 0.0
+    now = [0.0]
+    budget = pieces.TimeBudgetCallback(70, clock=lambda: now[0])
+    state, control = TrainerState(log_history=log, global_step=20, max_steps=1000), TrainerControl()
+    args = type("Args", (), {"save_strategy": "steps"})()
+    budget.on_train_begin(args, state, control)
+    while not control.should_training_stop:
+        now[0] += 1.0
+        state.global_step += 1
+        budget.on_step_end(args, state, control)
+    assert now[0] == 11.0 and control.should_save and budget.stopped_at == 31  # 11 + 2 x 30 > 70
+
+
 def test_packing_refuses_more_than_the_parts_allowed_and_names_the_size(tmp_path):
     folder = tmp_path / "checkpoint-3"
     folder.mkdir()

@@ -35,7 +35,9 @@ class TimeBudgetCallback(TrainerCallback):
 
     The budget counts from the start of training (`on_train_begin`). After each step the callback compares the time
     left with twice the longest interval between two step ends seen so far (an interval that held an evaluation or a
-    save counts as it was) and stops when it would not fit. Under `save_strategy="best"` the step it stops at is
+    save counts as it was) and stops when it would not fit. A resumed run starts from the longest evaluation its log
+    history records (per step, its splits' runtimes summed), so that no piece but the first starts an evaluation it
+    cannot finish. Under `save_strategy="best"` the step it stops at is
     saved without its evaluation, which would let the Trainer save it only as a new best (the next piece evaluates at
     its next evaluation step). `clock` is for tests.
     """
@@ -48,7 +50,7 @@ class TimeBudgetCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = self.last = self.clock()
-        self.longest = 0.0
+        self.longest = longest_evaluation(state.log_history)
 
     def on_step_end(self, args, state, control, **kwargs):
         now = self.clock()
@@ -61,6 +63,16 @@ class TimeBudgetCallback(TrainerCallback):
                 control.should_evaluate = False
             self.stopped_at = state.global_step
         return control
+
+
+def longest_evaluation(log_history: list[dict]) -> float:
+    """Seconds of the longest evaluation a Trainer's log history records: at each step the runtimes of its evaluations
+    (`eval_runtime`, or one `eval_<split>_runtime` per split) summed; 0 without any."""
+    per_step = {}
+    for entry in log_history:
+        seconds = sum(value for key, value in entry.items() if key.startswith("eval_") and key.endswith("_runtime"))
+        per_step[entry.get("step")] = per_step.get(entry.get("step"), 0.0) + seconds
+    return max(per_step.values(), default=0.0)
 
 
 def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_bytes: int = PART_BYTES,
