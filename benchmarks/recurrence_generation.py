@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Generation speed of window-level recurrence: tokens per second of `CausalLMWithRecurrence.generate` (h_prev at
-layer 2, the window's key-value cache kept from token to token) against the plain model's own cached `generate`, the
-same weights (the wrapped model itself), the same prompt and the same number of new tokens, greedy.
+layer index 2, the window's key-value cache kept from token to token) against the plain model's own cached
+`generate`, the same weights (the wrapped model itself), the same prompt and the same number of new tokens, greedy.
 
 The model: a Llama of 4 layers, 256 wide (4 heads, SwiGLU of 768), a vocabulary of 8,000, SDPA attention, random
 weights. For each window size T the prompt is 64 tokens and generation runs to a total of 2T tokens (`--total`), so

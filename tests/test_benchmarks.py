@@ -263,7 +263,7 @@ def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_
     recurrent = AutoConfig.from_pretrained(tmp_path / "run" / "recurrent")
     decoder = recurrent.decoder_config["model_type"] if family != "gpt2" else recurrent.model_type
     assert decoder == {"gpt2": "gpt2_recurrent", "qwen3_5": "qwen3_5_text"}[family]
-    assert recurrent.insertion_layer == insertion_layer  # the paper's 2, or the hybrid's attention layer below it
+    assert recurrent.insertion_layer == insertion_layer  # index 2, or the hybrid's attention layer below it
     assert json.loads(output.read_text()) == json.loads(json.dumps(results))
     # the corpus: every window of every document states the secret once, after `key`
     document = (tmp_path / "run" / "corpus" / "train" / "000000.txt").read_text().split()

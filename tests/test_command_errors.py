@@ -124,6 +124,13 @@ def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, mo
         line = error_line(capsys, train.main, [*out, *ctl, *source, "--config_overrides", "hidden_size=66"],
                           "lengthgen train")
         assert "hidden_size (66) must be a multiple of num_attention_heads (12)" in line, line
+    # a config of transformers, whose validators' errors arrive wrapped in huggingface_hub's StrictDataclassError
+    (tmp_path / "llama").mkdir()
+    transformers.LlamaConfig(hidden_size=32, num_attention_heads=4).save_pretrained(tmp_path / "llama")
+    for source in (["--model_type", "llama"], ["--config_name", str(tmp_path / "llama")]):
+        line = error_line(capsys, train.main, [*out, *ctl, *source, "--config_overrides",
+                                               "hidden_size=30,num_attention_heads=4"], "lengthgen train")
+        assert "The hidden size (30) is not a multiple of the number of attention heads (4)" in line, line
     monkeypatch.chdir(tmp_path)  # hub_configs/ is not here: the name reads as a Hub id, which offline cannot load
     line = error_line(capsys, train.main, [*out, *ctl, "--config_name", "hub_configs/ndr-ctl"], "lengthgen train")
     assert "--config_name hub_configs/ndr-ctl: not a folder here, and not read from the Hub" in line

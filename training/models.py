@@ -18,6 +18,7 @@ import logging
 
 import numpy as np
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -68,15 +69,16 @@ def load_config(model_args: ModelArguments, tokenizer=None, answer_slots: bool =
         check_overrides(AutoConfig.for_model(model_args.model_type), overrides)
         try:
             return AutoConfig.for_model(model_args.model_type, **overrides)  # derived fields (head_dim, ...) follow
-        except ValueError as error:  # the checks the config makes (head size, a field's choices)
-            raise UsageError(f"--config_overrides {overrides}: {error}") from None
+        except (ValueError, StrictDataclassError) as error:  # the checks the config makes (head size, choices)
+            raise UsageError(f"--config_overrides {overrides}: {error.__cause__ or error}") from None
     config = read_config(model_args.config_name, "--config_name", model_args.trust_remote_code)
     check_overrides(config, overrides)
     config.update(overrides)
-    try:  # the checks the config makes when it is built (head size, a field's choices), which update() skips
+    try:  # the checks the config makes when it is built (head size, a field's choices), which update() skips; a
+        # transformers config raises its validators' errors as StrictDataclassError, the ValueError as its cause
         type(config)(**config.to_dict())
-    except ValueError as error:
-        raise UsageError(f"--config_overrides {overrides}: {error}") from None
+    except (ValueError, StrictDataclassError) as error:
+        raise UsageError(f"--config_overrides {overrides}: {error.__cause__ or error}") from None
     return config
 
 

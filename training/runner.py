@@ -261,10 +261,12 @@ def guard_output_dir(training_args, recorded: dict, recipe: dict = RECIPE) -> No
     output_dir = training_args.output_dir
     if training_args.resume_from_checkpoint in RESUME_HERE and get_last_checkpoint_or_none(output_dir):
         check_same_recipe(output_dir, recorded, recipe)
-    if training_args.should_save:
+    if training_args.should_save:  # written whole, then moved into place: another process never reads half of it
         os.makedirs(output_dir, exist_ok=True)
-        with open(os.path.join(output_dir, SPEC_FILE), "w") as f:
+        path = os.path.join(output_dir, SPEC_FILE)
+        with open(f"{path}.tmp", "w") as f:
             json.dump(recorded, f, indent=2)
+        os.replace(f"{path}.tmp", path)
 
 
 def exponential_decay_optimizer(model, args, num_train_rows: int):
