@@ -39,6 +39,37 @@ def test_logits_are_the_lstm_equations_at_the_last_real_token():
     torch.testing.assert_close(logits[1:], alone, rtol=1e-6, atol=1e-7)
 
 
+def test_bidirectional_logits_are_both_directions_final_states_of_the_real_tokens():
+    """`bidirectional`: the classifier reads [left-to-right state at the last real token, right-to-left state after
+    reading back to the first], each direction the LSTM equations by hand with its own weights; padding changes
+    nothing (the right-to-left direction starts at the last real token, not at the padding)."""
+    torch.manual_seed(0)
+    model = LSTMForSequenceClassification(tiny(bidirectional=True)).eval()
+    ids = torch.tensor([[3, 5, 7, 2], [4, 1, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    lstm, d = model.lstm, 6
+
+    def run(tokens, suffix):
+        h, c = torch.zeros(d), torch.zeros(d)
+        for token in tokens:
+            x = model.embeddings.weight[token]
+            gates = (getattr(lstm, f"weight_ih_l0{suffix}") @ x + getattr(lstm, f"bias_ih_l0{suffix}")
+                     + getattr(lstm, f"weight_hh_l0{suffix}") @ h + getattr(lstm, f"bias_hh_l0{suffix}"))
+            i, f, g, o = gates.split(d)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return h
+
+    expected = [model.classifier(torch.cat([run(ids[row, :length], ""), run(ids[row, :length].flip(0), "_reverse")]))
+                for row, length in ((0, 4), (1, 2))]
+    with torch.no_grad():
+        out = model(ids, attention_mask=mask, output_hidden_states=True)
+        alone = model(ids[1:, :2]).logits
+    torch.testing.assert_close(out.logits, torch.stack(expected).detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(out.logits[1:], alone, rtol=1e-6, atol=1e-7)
+    assert out.hidden_states[1].shape == (2, 4, 2 * d) and not out.hidden_states[1][1, 2:].any()
+
+
 def test_auto_classes_save_load_and_trust_remote_code_without_lengthgen(tmp_path):
     config = AutoConfig.for_model("lstm_classifier", vocab_size=12, hidden_size=6, num_layers=2, num_labels=2)
     torch.manual_seed(0)

@@ -14,6 +14,10 @@ class LSTMClassifierConfig(PretrainedConfig):
         vocab_size (`int`, defaults to 32): number of token ids.
         hidden_size (`int`, defaults to 128): embedding and LSTM state width.
         num_layers (`int`, defaults to 1): stacked LSTM layers.
+        bidirectional (`bool`, defaults to `False`): also read the sequence right to left (`hidden_size` units per
+            direction), the classifier taking the last layer's final state of each direction: the bidirectional LSTM
+            baseline of the Neural Data Router thesis (Csordás, Table 5.1), which solves CTL in both presentation
+            orders where the left-to-right LSTM fails the backward one.
         hidden_dropout_prob (`float`, defaults to 0.1): dropout on the embeddings, between layers and before the
             classifier.
         initializer_range (`float`, defaults to 0.02): standard deviation of the embeddings and the classifier at
@@ -22,13 +26,14 @@ class LSTMClassifierConfig(PretrainedConfig):
 
     model_type = "lstm_classifier"
 
-    def __init__(self, vocab_size=32, hidden_size=128, num_layers=1, hidden_dropout_prob=0.1, initializer_range=0.02,
-                 pad_token_id=0, **kwargs):
+    def __init__(self, vocab_size=32, hidden_size=128, num_layers=1, bidirectional=False, hidden_dropout_prob=0.1,
+                 initializer_range=0.02, pad_token_id=0, **kwargs):
         if num_layers < 1 or hidden_size < 1:
             raise ValueError(f"num_layers and hidden_size must be >= 1, got {num_layers} and {hidden_size}")
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
+        self.bidirectional = bidirectional
         self.hidden_dropout_prob = hidden_dropout_prob
         self.initializer_range = initializer_range
         super().__init__(pad_token_id=pad_token_id, **kwargs)

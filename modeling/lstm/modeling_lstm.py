@@ -100,7 +100,8 @@ class LSTMPreTrainedModel(PreTrainedModel):
 
 
 class LSTMForSequenceClassification(LSTMPreTrainedModel):
-    """An LSTM classifying from its state at the last real token."""
+    """An LSTM classifying from its state at the last real token (with `bidirectional`, that and the right-to-left
+    direction's state after the first token)."""
 
     accepts_loss_kwargs = False
 
@@ -109,9 +110,10 @@ class LSTMForSequenceClassification(LSTMPreTrainedModel):
         self.num_labels = config.num_labels
         self.embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.lstm = nn.LSTM(config.hidden_size, config.hidden_size, num_layers=config.num_layers, batch_first=True,
-                            dropout=config.hidden_dropout_prob if config.num_layers > 1 else 0.0)
+                            dropout=config.hidden_dropout_prob if config.num_layers > 1 else 0.0,
+                            bidirectional=config.bidirectional)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size * (2 if config.bidirectional else 1), config.num_labels)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -149,11 +151,20 @@ class LSTMForSequenceClassification(LSTMPreTrainedModel):
         if _values_are_free(input_ids) and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
             raise ValueError(f"Token ids must lie in [0, {self.config.vocab_size}).")
         embeddings = self.embeddings(input_ids)
-        states = self.lstm(self.dropout(embeddings))[0]
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)
         last = (_check_attention_mask(attention_mask, tuple(input_ids.shape)) - 1 if attention_mask is not None
-                else torch.full_like(rows, -1))
-        logits = self.classifier(self.dropout(states[rows, last]))
+                else torch.full_like(rows, input_ids.shape[1] - 1))
+        if self.config.bidirectional:  # packed, so that the right-to-left direction starts at each row's last token
+            packed = nn.utils.rnn.pack_padded_sequence(self.dropout(embeddings), (last + 1).cpu(), batch_first=True,
+                                                       enforce_sorted=False)
+            packed_states, (final, _) = self.lstm(packed)
+            states = nn.utils.rnn.pad_packed_sequence(packed_states, batch_first=True,
+                                                      total_length=input_ids.shape[1])[0]
+            summary = torch.cat([final[-2], final[-1]], dim=-1)  # the last layer: left to right, right to left
+        else:
+            states = self.lstm(self.dropout(embeddings))[0]
+            summary = states[rows, last]
+        logits = self.classifier(self.dropout(summary))
         loss = _classification_loss(logits, labels, self.config.problem_type) if labels is not None else None
         output_hidden_states = (output_hidden_states if output_hidden_states is not None
                                 else self.config.output_hidden_states)
