@@ -32,9 +32,10 @@ over it:
 `--shard I/N` runs only the cells of shard I of N (each cell belongs to exactly one): N processes or machines given
 the same arguments and output folder run the whole grid once, and each writes the tables from all the cells there.
 `--workers K` runs K cells at a time in K processes of one machine (`--threads` each): its cores, or one GPU.
-`--rerun_shuffled` runs again the finished cells whose numbers per length were scrambled: evaluated under
-`group_by_length` before lengthgen read evaluation batches in the rows' order (same seed, so the same score on the
-same CPU and threads).
+`--rerun_superseded` runs again, in their place, the finished cells lengthgen no longer runs as they ran: those
+whose numbers per length were scrambled (evaluated under `group_by_length` before lengthgen read evaluation batches
+in the rows' order; same seed, so the same score on the same CPU and threads) and those whose randomized positions
+were drawn over their batch's padded length.
 """
 
 import argparse
@@ -78,10 +79,11 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=1,
                         help="cells run at a time, each in its own process (default 1): a machine's cores, or one GPU "
                              "shared by several of these small models")
-    parser.add_argument("--rerun_shuffled", action="store_true",
-                        help="run again, in their place, the finished cells evaluated in batches that group_by_length "
-                             "shuffled (written before lengthgen kept the rows' order): their numbers per length come "
-                             "back, their scores the same on the same CPU and threads")
+    parser.add_argument("--rerun_superseded", action="store_true",
+                        help="run again, in their place, the finished cells lengthgen no longer runs as they ran: "
+                             "evaluated in batches that group_by_length shuffled (their numbers per length come back, "
+                             "their scores the same on the same CPU and threads), or with randomized positions drawn "
+                             "over a batch's padded length")
     parser.add_argument("--leaderboard_only", action="store_true", help="rewrite the leaderboard from the cells")
     args = parser.parse_args(argv)
     check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,
@@ -119,7 +121,7 @@ def main(argv=None):
     records = run_grid(models, tasks, seeds, args.output_dir, training, data_scale, params, args.threads,
                        learning_rates=learning_rates, shard=shard, protocol=chosen.name if chosen else None,
                        generalizes=chosen.generalizes if chosen else None, workers=args.workers,
-                       task_params=task_params, rerun_shuffled=args.rerun_shuffled)
+                       task_params=task_params, rerun_superseded=args.rerun_superseded)
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; "
           f"{os.path.join(args.output_dir, 'leaderboard.md')}")

@@ -160,6 +160,7 @@ def run_cell(model_name: str, prepared: PreparedTask, seed: int, training: dict)
         "threads": torch.get_num_threads(),
         "hardware": result.hardware,
         "evaluation_order": "rows",  # each answer scored at its own string's difficulty (tables.per_length)
+        "position_draws": "per_row",  # randomized positions drawn over a row's own tokens (tables.positions_per_row)
     }
 
 

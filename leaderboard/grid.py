@@ -17,7 +17,7 @@ from lengthgen.cli import UsageError
 
 from . import cell
 from .models import model_section
-from .tables import describe, learning_rate, per_length, read_cell, write_leaderboard, written_whole
+from .tables import describe, learning_rate, read_cell, superseded, write_leaderboard, written_whole
 from .tasks import resolve_task, with_params
 
 
@@ -31,7 +31,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
              params: dict | None = None, threads: int | None = None, learning_rates: list[float] | None = None,
              shard: tuple[int, int] | None = None, protocol: str | None = None,
              generalizes: float | None = None, workers: int = 1, task_params: dict | None = None,
-             rerun_shuffled: bool = False) -> list[dict]:
+             rerun_superseded: bool = False) -> list[dict]:
     """Every cell not already finished in `output_dir/cells`, then the leaderboard from all the cells there. A cell is
     (model, task, learning rate, seed): every seed at every rate of `learning_rates` (None: the budget's one rate).
     `training` changes the budget of presets/leaderboard.yaml (`{"max_steps": 600}`); `params` sets generating
@@ -39,9 +39,10 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     over them (`{"chomsky_hierarchy/stack_manipulation": {"stack_code_layout": True}}`). `shard` (I, N) runs only the
     cells of shard I of N (`in_shard`): N processes or machines with the same arguments and folder run the whole grid
     once.
-    `rerun_shuffled` runs again, in their place, the finished cells whose numbers per difficulty are not their own
-    strings' (evaluated in batches that `group_by_length` shuffled, before lengthgen kept the rows' order;
-    `tables.per_length`): their curves come back (the same score on the same CPU and threads).
+    `rerun_superseded` runs again, in their place, the finished cells that lengthgen no longer runs as they ran
+    (`tables.superseded`): those whose numbers per difficulty are not their own strings' (evaluated in batches that
+    `group_by_length` shuffled, before lengthgen kept the rows' order), whose curves come back with the same score on
+    the same CPU and threads; those whose randomized positions were drawn over their batch's padded length.
     `protocol` and `generalizes` (the score at which a run counts as generalizing) are recorded in each cell.
     `workers` > 1 runs that many cells at a time, each in its own process with `threads` threads (default 1): the
     cores of a machine, or one GPU shared by several small models. Each cell is written as it finishes, so a run
@@ -78,7 +79,7 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
                         continue
                     if difference := differs(record, asked, task):
                         conflicts.append(f"{os.path.basename(path)}: {difference}")
-                    if rerun_shuffled and not per_length(record):
+                    if rerun_superseded and superseded(record):
                         todo.append((model, task, seed, budget, path))
                         continue
                     records[path] = record
@@ -96,7 +97,8 @@ def run_grid(models, tasks, seeds: int, output_dir: str, training: dict | None =
     working = {(r["model"], r["task"]) for r in records.values()}  # pairs a finished cell has shown to work
     unchecked = list(dict.fromkeys((m, t.name) for m, t, *_ in todo if (m, t.name) not in working))
     stamp = {"protocol": protocol, "generalizes": generalizes, "cells_at_once": workers}  # recorded in each cell
-    runs = [(model, task.name, seed, budget, path, stamp, rerun_shuffled) for model, task, seed, budget, path in todo]
+    runs = [(model, task.name, seed, budget, path, stamp, rerun_superseded)
+            for model, task, seed, budget, path in todo]
     lost = []  # (cell, the exception that kept its process from returning it)
     with contextlib.ExitStack() as stack:
 
@@ -198,24 +200,24 @@ def differs(record: dict, budget: dict, task) -> str | None:
     return ", ".join(found) or None
 
 
-def finished(path: str, in_row_order: bool = False) -> dict | None:
-    """The record of the cell at `path` if it finished (a failed one is run again), else None; with `in_row_order`,
-    only if its numbers per difficulty are its own strings' (`tables.per_length`)."""
+def finished(path: str, current: bool = False) -> dict | None:
+    """The record of the cell at `path` if it finished (a failed one is run again), else None; with `current`, only
+    if lengthgen runs it as it ran (`tables.superseded`)."""
     if not os.path.exists(path):
         return None
     record = read_cell(path)
-    return record if record["status"] == "ok" and (not in_row_order or per_length(record)) else None
+    return record if record["status"] == "ok" and (not current or not superseded(record)) else None
 
 
 def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, budget: dict, path: str,
-                        stamp: dict, rerun_shuffled: bool = False) -> tuple[dict, bool]:
+                        stamp: dict, rerun_superseded: bool = False) -> tuple[dict, bool]:
     """Run the cell and write its record to `path` (with `stamp`'s fields), or, when it fails, a record of the failure
     with its traceback (the other cells go on); unless another process in the same folder (a shard, a GPU run whose
     cells were collected there) finished it since this run listed its cells, or while this one trained: then its
-    record stands. `rerun_shuffled`: a finished record whose numbers per difficulty are not its strings' does not
-    count (`run_grid`), and stays when its run again fails (the failure is returned, not written). Returns (record,
+    record stands. `rerun_superseded`: a finished record lengthgen no longer runs as it ran does not count
+    (`run_grid`), and stays when its run again fails (the failure is returned, not written). Returns (record,
     whether this call ran the cell)."""
-    if (record := finished(path, rerun_shuffled)) is not None:
+    if (record := finished(path, rerun_superseded)) is not None:
         return record, False
     try:
         record = cell.run_cell(model, prepared, seed, budget)
@@ -223,7 +225,7 @@ def run_unless_finished(model: str, prepared: "cell.PreparedTask", seed: int, bu
         record = {"model": model, "task": prepared.task.name, "seed": seed,
                   "learning_rate": budget.get("learning_rate"), "status": "failed",
                   "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
-    if (other := finished(path, rerun_shuffled)) is not None:
+    if (other := finished(path, rerun_superseded)) is not None:
         return other, False
     record.update(stamp)
     if record["status"] == "ok" or finished(path) is None:  # a failure never replaces a finished score
@@ -261,8 +263,8 @@ def check_in_worker(model: str, task_name: str) -> str | None:
 
 
 def run_in_worker(model: str, task_name: str, seed: int, budget: dict, path: str, stamp: dict,
-                  rerun_shuffled: bool = False) -> tuple[dict, bool]:
-    return run_unless_finished(model, _WORKER_TASKS[task_name], seed, budget, path, stamp, rerun_shuffled)
+                  rerun_superseded: bool = False) -> tuple[dict, bool]:
+    return run_unless_finished(model, _WORKER_TASKS[task_name], seed, budget, path, stamp, rerun_superseded)
 
 
 def write_json(path: str, data) -> None:

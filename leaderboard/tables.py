@@ -138,6 +138,27 @@ def per_length(cell: dict) -> bool:
     return cell.get("evaluation_order") == "rows" or cell["budget"].get("train_sampling_strategy") != "group_by_length"
 
 
+def positions_per_row(cell: dict) -> bool:
+    """Whether the cell's randomized positions (a model of presets/leaderboard.yaml with `randomized_positions`) were
+    drawn per row over its own tokens (`position_draws` "per_row"), as Ruoss et al. draw them; a cell recorded before
+    lengthgen did so drew a short row's positions over its batch's padded length, crowding them towards the start of
+    the range (its score does not stand). True for a model without randomized positions."""
+    from .models import model_section
+
+    try:
+        randomized = model_section(cell["model"]).get("randomized_positions")
+    except UsageError:  # a model the presets no longer name
+        randomized = None
+    return not randomized or cell.get("position_draws") == "per_row"
+
+
+def superseded(cell: dict) -> bool:
+    """Whether the board runs the finished cell again in its place (`--rerun_superseded`): its numbers per difficulty
+    are not its own strings' (`per_length`), or its randomized positions were drawn over padding
+    (`positions_per_row`)."""
+    return not per_length(cell) or not positions_per_row(cell)
+
+
 def curve(cell: dict) -> dict[int, float]:
     """The cell's accuracy at each difficulty of the held-out splits (its score's metric)."""
     return held_out(cell["accuracy"], cell["metric"])
@@ -444,7 +465,13 @@ def write_leaderboard(output_dir: str) -> str:
                    "batches that transformers' group_by_length shuffled, so their numbers per difficulty paired "
                    "answers with other strings' lengths (the score, a mean over difficulties that hold equally many "
                    "strings, and the fit stand). Their curves, rows of accuracy_by_length.csv and ECE are left out; "
-                   "the board's command with --rerun_shuffled runs them again."), ""]
+                   "the board's command with --rerun_superseded runs them again."), ""]
+    crowded = [c for c in ok if not positions_per_row(c)]
+    if crowded:
+        lines += [(f"{len(crowded)} of the {len(ok)} runs drew their randomized positions over their batch's padded "
+                   "length, so a row shorter than its batch had its positions crowded towards the start of the range "
+                   "(Ruoss et al. draw each sequence's over its own tokens): their scores are provisional until the "
+                   "board's command with --rerun_superseded runs them again."), ""]
     if protocols:
         lines += [f"Protocol: {', '.join(protocols)}" + (
             f"; a run generalizes when its score reaches {', '.join(f'{t:g}' for t in thresholds)} (Delétang "

@@ -591,9 +591,9 @@ class ThreadWorkers(ThreadPoolExecutor):
         super().__init__(workers, initializer=initializer, initargs=initargs)
 
 
-def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_path):
+def test_rerun_superseded_runs_again_only_the_cells_evaluated_out_of_order(tmp_path):
     """A cell written before evaluation kept the rows' order under group_by_length (no `evaluation_order`) stands on a
-    plain re-run; `--rerun_shuffled` runs it again in its place, to the same score, and leaves in-order cells be."""
+    plain re-run; `--rerun_superseded` runs it again in its place, to the same score, and leaves in-order cells be."""
     out = str(tmp_path / "board")
     args = ["--protocol", "chomsky", "--models", "lstm", "--tasks", "chomsky_hierarchy/parity_check", "--seeds", "2",
             "--learning_rates", "1e-3", "--max_steps", "3", "--per_device_train_batch_size", "8", "--threads", "1",
@@ -617,16 +617,30 @@ def test_rerun_shuffled_runs_again_only_the_cells_evaluated_out_of_order(tmp_pat
     with pytest.MonkeyPatch.context() as patch:  # run again and failed: the cell's score stands, the failure is named
         patch.setattr(leaderboard.cell, "run_cell", out_of_memory)
         records = leaderboard.run_grid(["lstm"], ["chomsky_hierarchy/parity_check"], 2, out, before[0]["budget"],
-                                       params=TINY, threads=1, learning_rates=[1e-3], rerun_shuffled=True)
+                                       params=TINY, threads=1, learning_rates=[1e-3], rerun_superseded=True)
     assert [r["status"] for r in records if r["seed"] == 0] == ["failed"]
     assert json.load(open(cells[0])) == old
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(leaderboard.grid, "ProcessPoolExecutor", ThreadWorkers)
-        main([*args, "--rerun_shuffled", "--workers", "2"])
+        main([*args, "--rerun_superseded", "--workers", "2"])
     again = json.load(open(cells[0]))
     assert again["evaluation_order"] == "rows" and again["score"] == before[0]["score"]
     assert again["accuracy"] == before[0]["accuracy"]
     assert os.path.getmtime(cells[1]) == modified  # the in-order cell was not run again
+
+
+def test_randomized_positions_drawn_over_padding_are_superseded_and_named_on_the_board(tmp_path):
+    """A cell of a model with randomized positions recorded before they were drawn per row (no `position_draws`) is
+    superseded (run again by --rerun_superseded); a cell of a model without them, or of one the presets do not name,
+    is not."""
+    from lengthgen.leaderboard.tables import positions_per_row, superseded
+
+    base = {"status": "ok", "evaluation_order": "rows", "budget": {"train_sampling_strategy": "group_by_length"}}
+    old = {**base, "model": "randomized_rope"}
+    assert not positions_per_row(old) and superseded(old)
+    assert positions_per_row({**base, "model": "randomized_rope", "position_draws": "per_row"})
+    assert positions_per_row({**base, "model": "rope"}) and not superseded({**base, "model": "rope"})
+    assert positions_per_row({**base, "model": "no_such_model"})
 
 
 def test_a_worker_that_dies_sends_the_cells_it_took_along_to_a_fresh_pool(tmp_path, monkeypatch):
@@ -777,6 +791,16 @@ def test_randomized_positions_are_sorted_draws(tmp_path, at_evaluation):
     assert bool((drawn[:, 1:] > drawn[:, :-1]).all()) and len({tuple(r) for r in drawn.tolist()}) == 4
     with pytest.raises(ValueError, match="needs more than 5 randomized positions"):
         random_positions(torch.zeros(1, 6, dtype=torch.long), 5)
+    # a row of 2 real tokens padded to 40: its 2 positions are a draw of 2 from 0..49, whatever the padding. The
+    # expected k-th smallest of n draws without replacement from 0..L-1 is k (L + 1) / (n + 1) - 1: 16 and 33 (the 2
+    # smallest of 40 draws would be about 0.2 and 1.5)
+    mask = torch.zeros(3000, 40, dtype=torch.long)
+    mask[:, :2] = 1
+    padded = random_positions(torch.zeros(3000, 40, dtype=torch.long), 50, mask)
+    assert torch.all(padded[:, 1] > padded[:, 0]) and torch.all(padded[:, 2:] == 49)
+    assert padded[:, :2].float().mean(0).tolist() == pytest.approx([16.0, 33.0], abs=1.0)
+    left = random_positions(torch.zeros(2, 4, dtype=torch.long), 50, torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]]))
+    assert left[0, :2].tolist() == [49, 49] and left[0, 3] > left[0, 2] and torch.all(left[1, 1:] > left[1, :-1])
 
     class Recorder(nn.Module):
         def __init__(self):
@@ -819,6 +843,12 @@ def test_randomized_positions_need_a_model_that_takes_position_ids(tmp_path):
     with pytest.raises(UsageError, match="--randomized_positions needs a model whose forward takes position_ids; "
                                          "lstm has none"):
         run_experiment(spec, save=False, quiet=True)
+    for encoding in ("none", "abacus"):  # a forward that takes position ids it never reads
+        spec = spec.replace(model={"model_type": "position_transformer", "config_overrides": {
+            "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32, "num_layers": 1,
+            "position_encoding": encoding}})
+        with pytest.raises(UsageError, match=f"position_encoding '{encoding}' reads no position ids"):
+            run_experiment(spec, save=False, quiet=True)
 
 
 def test_the_board_shows_the_published_score_beside_ours(tmp_path):

@@ -86,7 +86,8 @@ class ExperimentTrainer(Trainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.randomized_positions and model.training:
-            inputs = {**inputs, "position_ids": random_positions(inputs["input_ids"], self.randomized_positions)}
+            inputs = {**inputs, "position_ids": random_positions(inputs["input_ids"], self.randomized_positions,
+                                                                 inputs.get("attention_mask"))}
         if "teacher_logits" not in inputs:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         inputs = dict(inputs)
@@ -100,18 +101,27 @@ class ExperimentTrainer(Trainer):
         if self.num_steps is not None:
             inputs = {**inputs, "num_steps": self.num_steps}
         if self.randomized_positions and self.randomized_positions_at_evaluation:
-            inputs = {**inputs, "position_ids": random_positions(inputs["input_ids"], self.randomized_positions)}
+            inputs = {**inputs, "position_ids": random_positions(inputs["input_ids"], self.randomized_positions,
+                                                                 inputs.get("attention_mask"))}
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
 
 
-def random_positions(input_ids: torch.Tensor, limit: int) -> torch.Tensor:
-    """Position ids for a batch of n-token rows: per row, n positions drawn without replacement from 0 .. limit-1, in
-    increasing order (Ruoss et al.'s randomized positional encodings)."""
+def random_positions(input_ids: torch.Tensor, limit: int, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Position ids for a batch: per row of n real tokens (`attention_mask`, on either side; every token without
+    it), n positions drawn without replacement from 0 .. limit-1, in increasing order (Ruoss et al.'s randomized
+    positional encodings), whatever the batch's padded length; a padding token gets limit-1."""
     rows, length = input_ids.shape
     if length > limit:
         raise ValueError(f"A training batch of {length} tokens needs more than {limit} randomized positions.")
-    draws = torch.rand(rows, limit, device=input_ids.device).argsort(dim=-1)[:, :length]
-    return draws.sort(dim=-1).values
+    draws = torch.rand(rows, limit, device=input_ids.device).argsort(dim=-1)[:, :length]  # random, distinct
+    if attention_mask is None:
+        return draws.sort(dim=-1).values
+    real = attention_mask.bool()
+    first = torch.arange(length, device=input_ids.device)[None, :] < real.sum(-1, keepdim=True)
+    picked = torch.where(first, draws, limit).sort(dim=-1).values  # a row's n draws, in order, then the padding
+    positions = torch.full_like(draws, limit - 1)
+    positions[real] = picked[first]
+    return positions
 
 
 class ProgressBarOnly(ProgressCallback):
@@ -395,6 +405,10 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         if "position_ids" not in inspect.signature(reader.forward).parameters:
             raise UsageError(f"--randomized_positions needs a model whose forward takes position_ids; "
                              f"{models.model_type_of(model)} has none.")
+        encoding = getattr(reader.config, "position_encoding", None)
+        if reader.config.model_type == "position_transformer" and encoding in ("none", "abacus"):
+            raise UsageError(f"--randomized_positions: a position transformer with position_encoding {encoding!r} "
+                             "reads no position ids.")
     with training_args.main_process_first(desc="tokenization"):
         train_dataset = encode(splits["train"]) if training_args.do_train else None
         if train_dataset is not None and distill_args.teacher_model_name_or_path:  # the teacher's logits, once

@@ -28,8 +28,10 @@ class LSTMEncoder(nn.Module):
 
 class AnswerReader(PreTrainedModel):
     """A base model and a linear layer from its last hidden states to the vocabulary; the loss is taken at the
-    labelled positions (the answer slots) only. `save_pretrained` writes the base's config inside this one's, and
-    `AnswerReader.from_pretrained(folder)` (or `AutoModelForMaskedLM`, once lengthgen is imported) reads it back.
+    labelled positions (the answer slots) only. (Delétang et al.'s recurrent models put a ReLU before their output
+    layer; this reader reads every base the same way, without one.) `save_pretrained` writes the base's config inside
+    this one's, and `AnswerReader.from_pretrained(folder)` (or `AutoModelForMaskedLM`, once lengthgen is imported)
+    reads it back.
 
     The weights keep their modules' own initialisation: the base model's (its `post_init`), PyTorch's for the LSTM and
     the linear layer."""

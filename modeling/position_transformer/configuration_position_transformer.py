@@ -50,7 +50,8 @@ class PositionTransformerConfig(PretrainedConfig):
             parameters. The paper's models are causal; a bidirectional model takes -m_h |i - j|.
             `"abacus"`: Abacus embeddings (McLeish et al., "Transformers Can Do Arithmetic with the Right Embeddings",
             NeurIPS 2024, arXiv:2405.17399): each digit token (`abacus_digit_token_ids`) gets a learned embedding of
-            its place in its number (1 for the number's first digit, 2 for the next, ...), other tokens none; in
+            its place in its number (1 for the number's first digit, 2 for the next, ...), other tokens none (the
+            authors' code adds a learned row 0 to every other token, which the token embeddings can absorb); in
             training every sequence's places are shifted by a random offset in [0, `abacus_max_offset`]. No other
             position signal (the attention is NoPE's).
         max_position_embeddings (`int`, defaults to 512): rows of the `"absolute"` table: the largest position id is

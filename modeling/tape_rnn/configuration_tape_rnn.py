@@ -34,8 +34,10 @@ class TapeRNNConfig(PretrainedConfig):
             written from h_t; empty, a linear layer (the paper's code). The authors' later code uses `[64, 64]`.
         input_end_token_id (`int`, *optional*): the token that ends the input, so that the jump length |x| is the
             number of tokens up to and including its first occurrence in the row (with lengthgen's answer-slots
-            layout `[CLS] input [SEP] [MASK]...`, the id of `[SEP]`: 3 in lengthgen's word-level tokenizers). None:
-            |x| is the row's number of real tokens. The forward argument `input_length` overrides both.
+            layout `[CLS] input [SEP] [MASK]...`, the id of `[SEP]`: 3 in lengthgen's word-level tokenizers, so the
+            jump is the input's length plus 2 for [CLS] and [SEP], where Delétang et al.'s rows hold the input alone
+            and jump its length). None: |x| is the row's number of real tokens. The forward argument `input_length`
+            overrides both.
         initializer_range (`float`, defaults to 0.02): standard deviation of the sequence classifier's weights at
             initialisation. The controller and the tape's layers start as Delétang et al.'s (Haiku's defaults):
             weights ~ N(0, 1/fan_in) truncated at two standard deviations, zero biases.
