@@ -815,16 +815,22 @@ def test_randomized_positions_are_sorted_draws(tmp_path, at_evaluation):
     args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     trainer = ExperimentTrainer(model=model, args=args, randomized_positions=64,
                                 randomized_positions_at_evaluation=at_evaluation)
-    batch = {"input_ids": torch.zeros(2, 5, dtype=torch.long), "labels": torch.zeros(2, 5, dtype=torch.long)}
+    batch = {"input_ids": torch.zeros(2, 5, dtype=torch.long), "labels": torch.zeros(2, 5, dtype=torch.long),
+             "attention_mask": torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])}  # the second row padded
     model.train()
     trainer.compute_loss(model, batch)
     model.eval()
     trainer.prediction_step(model, batch, prediction_loss_only=True)
     in_training, in_evaluation = model.seen
-    assert in_training.shape == (2, 5) and bool((in_training[:, 1:] > in_training[:, :-1]).all())
-    assert in_training.max() < 64
+
+    def drawn_per_row(positions):  # increasing over each row's real tokens, the padding at the limit's last position
+        return (positions.shape == (2, 5) and bool((positions[0, 1:] > positions[0, :-1]).all())
+                and bool((positions[1, 1:3] > positions[1, :2]).all()) and positions[1, 3:].tolist() == [63, 63]
+                and positions.max() < 64)
+
+    assert drawn_per_row(in_training)
     if at_evaluation:
-        assert in_evaluation.shape == (2, 5) and bool((in_evaluation[:, 1:] > in_evaluation[:, :-1]).all())
+        assert drawn_per_row(in_evaluation)
     else:
         assert in_evaluation is None
 

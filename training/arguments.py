@@ -55,7 +55,8 @@ class ModelArguments:
         "help": "Randomized positions (Ruoss et al., Randomized Positional Encodings Boost Length Generalization of "
                 "Transformers, ACL 2023, arXiv:2305.16843): in training, the position ids of each sequence of n tokens "
                 "are n positions drawn without replacement from 0 .. N-1 and sorted (N, larger than any test length, "
-                "is this value). For models whose forward takes position_ids."})
+                "is this value). For models whose forward takes position_ids and reads them (not a position "
+                "transformer with position_encoding none or abacus)."})
     randomized_positions_at_evaluation: bool = field(default=True, metadata={
         "help": "With --randomized_positions: draw the positions at evaluation too, as Ruoss et al. do (their code "
                 "draws them on every call); false: evaluate with the plain positions 0 .. n-1."})
