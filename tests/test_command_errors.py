@@ -100,6 +100,8 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     assert "Nothing to evaluate: without training (--do_train not given, or false), give the trained model" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_predict"], "lengthgen train")
     assert "--do_predict: --do_eval scores every split but train, the test split included" in line
+    line = error_line(capsys, train.main, [*base, *model, "--masked_lm_loss", "all"], "lengthgen train")
+    assert "--masked_lm_loss all is a masked LM's loss; this run's head is classification" in line
     line = error_line(capsys, train.main, [*base, *model, "--lr_decay_per_epoch", "0.97", "--lr_scheduler_type",
                                            "constant"], "lengthgen train")
     assert "--lr_decay_per_epoch is its own schedule, with AdamW: it takes no --lr_scheduler_type constant" in line

@@ -307,3 +307,36 @@ def test_main_job_shows_the_papers_contrast(tmp_path):
     assert all(ibert[str(d)] >= 0.99 and bert[str(d)] >= 0.99 for d in range(1, 7))
     assert ibert["7"] >= 0.95 and ibert["8"] >= 0.8
     assert max(bert[str(d)] for d in (7, 8, 9)) <= 0.05
+
+
+def test_masked_lm_loss_all_trains_on_every_token_and_scores_the_masks(tmp_path, monkeypatch):
+    """--masked_lm_loss all (the I-BERT authors' loss): the training split's labels are the target's every token, the
+    evaluation splits' the masked ones only, so the scores stay the answer's. By hand on one row: the input's [MASK]
+    positions are where the default labels are not -100, and the target's tokens everywhere with every_token."""
+    from datasets import Dataset
+
+    from lengthgen.data.tokenization import digit_tokenizer
+    from lengthgen.training import models
+
+    tokenizer = digit_tokenizer()
+    row = Dataset.from_list([{"input": "1 2 _ [MASK] [MASK]", "target": "1 2 _ 1 2"}])
+    target = tokenizer("1 2 _ 1 2")["input_ids"]
+    masked = models.encode_masked(row, tokenizer)[0]["labels"]
+    assert masked == [t if i == tokenizer.mask_token_id else -100
+                      for i, t in zip(tokenizer("1 2 _ [MASK] [MASK]")["input_ids"], target)]
+    assert sum(label != -100 for label in masked) == 2
+    assert models.encode_masked(row, tokenizer, every_token=True)[0]["labels"] == target
+
+    seen = []
+    encode = models.encode_masked
+
+    def spy(dataset, tokenizer, keep_columns=(), every_token=False):
+        seen.append((len(dataset), every_token))
+        return encode(dataset, tokenizer, keep_columns, every_token)
+
+    monkeypatch.setattr(models, "encode_masked", spy)
+    metrics = run_mlm(run_args(tmp_path / "all", extra=["--masked_lm_loss", "all", "--max_steps", "2"]))
+    assert seen[0] == (256, True) and seen[1:] and all(not every for _, every in seen[1:])
+    assert 0 <= metrics["eval_validation_accuracy"] <= 1
+    with pytest.raises(UsageError, match="--masked_lm_loss must be masked or all"):
+        run_mlm(run_args(tmp_path / "x", extra=["--masked_lm_loss", "some"]))

@@ -60,9 +60,16 @@ class ModelArguments:
     randomized_positions_at_evaluation: bool = field(default=True, metadata={
         "help": "With --randomized_positions: draw the positions at evaluation too, as Ruoss et al. do (their code "
                 "draws them on every call); false: evaluate with the plain positions 0 .. n-1."})
+    masked_lm_loss: str = field(default="masked", metadata={
+        "help": "With head masked_lm, the training loss: 'masked', the cross-entropy at the [MASK] positions (the "
+                "answer; the I-BERT paper's 'restore the original sequence' read as restoring what is masked), or "
+                "'all', at every token of the target (the I-BERT authors' code). Evaluations score the masked "
+                "positions either way."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow model code shipped with a checkpoint."})
 
     def __post_init__(self):
+        if self.masked_lm_loss not in ("masked", "all"):
+            raise UsageError(f"--masked_lm_loss must be masked or all, got {self.masked_lm_loss!r}.")
         sources = [flag for flag in ("model_name_or_path", "config_name", "model_type") if getattr(self, flag)]
         if len(sources) != 1:
             raise UsageError("Give one of --model_name_or_path (fine-tune), --config_name or --model_type (train from "

@@ -211,10 +211,11 @@ def load_masked_lm(model_args: ModelArguments, tokenizer):
     return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
-def encode_masked(dataset, tokenizer, keep_columns=()):
+def encode_masked(dataset, tokenizer, keep_columns=(), every_token: bool = False):
     """input_ids / attention_mask of `input`, and labels: the target's token where the input has the mask token, -100
-    (ignored) elsewhere. Inputs and targets are space-separated tokens of equal count, so with a word-level tokenizer
-    they align one to one."""
+    (ignored) elsewhere; with `every_token`, the target's token everywhere (a loss that restores the whole sequence).
+    Inputs and targets are space-separated tokens of equal count, so with a word-level tokenizer they align one to
+    one."""
 
     def encode(batch):
         inputs = tokenizer(batch["input"])
@@ -224,7 +225,8 @@ def encode_masked(dataset, tokenizer, keep_columns=()):
             if len(input_ids) != len(target_ids):
                 raise UsageError(f"Row {row}: input and target tokenize to {len(input_ids)} and {len(target_ids)} "
                                  "tokens; masked tasks need one target token per input token.")
-            labels.append([t if i == tokenizer.mask_token_id else -100 for i, t in zip(input_ids, target_ids)])
+            labels.append([t if every_token or i == tokenizer.mask_token_id else -100
+                           for i, t in zip(input_ids, target_ids)])
         return {**inputs, "labels": labels}
 
     return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c not in keep_columns])

@@ -324,13 +324,14 @@ KEEP = ("difficulty",)  # the column the evaluation scores by, kept beside the m
 
 
 def prepare(head: str, spec: ExperimentSpec, splits):
-    """(tokenizer, model, encode, collator) of the spec's head; `encode(dataset)` gives the model's features."""
+    """(tokenizer, model, encode, collator) of the spec's head; `encode(dataset, training)` gives the model's features
+    (`training`: of the training split, whose labels may differ: `masked_lm_loss`)."""
     model_args, data_args = spec.model, spec.data
     if head == "classification":
         tokenizer, labels = models.classifier_tokenizer_and_labels(model_args, splits)
         set_seed(spec.training.seed)
         model = models.load_classifier(model_args, tokenizer, labels)
-        return tokenizer, model, lambda d: models.encode_classification(d, tokenizer, labels, KEEP), \
+        return tokenizer, model, lambda d, training=False: models.encode_classification(d, tokenizer, labels, KEEP), \
             DataCollatorWithPadding(tokenizer)
     if head == "masked_lm":
         tokenizer = models.masked_lm_tokenizer(
@@ -338,13 +339,15 @@ def prepare(head: str, spec: ExperimentSpec, splits):
         )
         set_seed(spec.training.seed)
         model = models.load_masked_lm(model_args, tokenizer)
-        return tokenizer, model, lambda d: models.encode_masked(d, tokenizer, KEEP), \
+        every_token = model_args.masked_lm_loss == "all"
+        return tokenizer, model, lambda d, training=False: models.encode_masked(d, tokenizer, KEEP,
+                                                                               training and every_token), \
             DataCollatorForTokenClassification(tokenizer)
     tokenizer = models.answer_slots_tokenizer(splits, model_args)
     set_seed(spec.training.seed)
     model = models.load_answer_reader(model_args, tokenizer)
     end_token = answer_end_token(data_args.dataset_name)
-    return tokenizer, model, lambda d: encode_answer_slots(d, tokenizer, KEEP, end_token), \
+    return tokenizer, model, lambda d, training=False: encode_answer_slots(d, tokenizer, KEEP, end_token), \
         DataCollatorForTokenClassification(tokenizer)
 
 
@@ -364,6 +367,9 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     model_args, data_args, training_args, distill_args = spec.model, spec.data, spec.training, spec.distillation
     recorded = spec.to_dict()  # the spec as given, before the runner fills in what it decides
     head = models.infer_head(model_args)
+    if model_args.masked_lm_loss != "masked" and head != "masked_lm":
+        raise UsageError(f"--masked_lm_loss {model_args.masked_lm_loss} is a masked LM's loss; this run's head is "
+                         f"{head}.")
     if training_args.ddp_find_unused_parameters is None:
         training_args.ddp_find_unused_parameters = False  # every parameter takes part in the loss
     if quiet:
@@ -410,7 +416,7 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
             raise UsageError(f"--randomized_positions: a position transformer with position_encoding {encoding!r} "
                              "reads no position ids.")
     with training_args.main_process_first(desc="tokenization"):
-        train_dataset = encode(splits["train"]) if training_args.do_train else None
+        train_dataset = encode(splits["train"], training=True) if training_args.do_train else None
         if train_dataset is not None and distill_args.teacher_model_name_or_path:  # the teacher's logits, once
             if head != "classification":
                 raise UsageError("Distillation takes a classifier student (--head classification).")
