@@ -186,18 +186,18 @@ def reproduce(name: str, output_root: str, precision: str | None, results_dir: s
     with open(os.path.join(output_dir, "trainer_state.json")) as f:
         state = json.load(f)
 
-    # how the model was trained: this session's precision and machine, or (a finished run evaluated again) the
-    # training's, from its record, else from the results JSON written when it finished training
+    # how the model was trained: the precision and machine of this call when it trains; for a finished run evaluated
+    # again, the training's, from its run record, else from the results JSON written when it finished training
     trained_on = {"precision": precision, "hardware": hardware()}
     previous = saved_result(results_dir, name)
     if trained:
         source = outcome.trained_by or {}
-        same_run = previous if previous and previous["training"]["steps"] == state["global_step"] else None
-        bf16 = (source.get("spec") or {}).get("training", {}).get("bf16")
+        fallback = previous if previous and previous["training"]["steps"] == state["global_step"] else trained_on
+        spec = source.get("spec")
+        trained_in = ("bf16" if spec.get("training", {}).get("bf16") else "fp32") if spec else fallback["precision"]
         trained_on = {
-            "precision": ("bf16" if bf16 else "fp32") if source.get("spec") else
-            (same_run or trained_on)["precision"],
-            "hardware": source.get("hardware") or (same_run or trained_on)["hardware"],
+            "precision": trained_in,
+            "hardware": source.get("hardware") or fallback["hardware"],
         }
     accuracy = outcome.table()
     target = None
