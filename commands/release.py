@@ -6,12 +6,12 @@
     lengthgen release checkpoints/ndr-ctl-backward --repo_id you/ndr-ctl-backward --push     # a release folder, as is
 
 The output folder is what lengthgen's experiment runner wrote (`lengthgen train`, the example scripts, `lengthgen
-reproduce`): `config.json` with its `auto_map`, `model.safetensors`, the model code that `save_pretrained` copied,
-tokenizer files and `lengthgen_results.json` (the spec, the command and the accuracy per split and difficulty). The
-release folder holds the model, its code, the tokenizer, the plot (`accuracy.png`, which `lengthgen reproduce` puts
-there) and a model card whose YAML carries `model-index` results (task, dataset and config, split, accuracy overall and
-per depth or length) so the Hub displays them, with the command and the spec that trained it. `--push` uploads it
-with huggingface_hub.
+reproduce`): `config.json` with its `auto_map`, `model.safetensors` (or, sharded, its index and shards), the model
+code that `save_pretrained` copied, tokenizer files and `lengthgen_results.json` (the spec, the command and the
+accuracy per split and difficulty). The release folder holds the model, its code, the tokenizer, the plot
+(`accuracy.png`, which `lengthgen reproduce` puts there) and a model card whose YAML carries `model-index` results
+(task, dataset and config, split, accuracy overall and per depth or length) so the Hub displays them, with the
+command and the spec that trained it. `--push` uploads it with huggingface_hub.
 
 A release folder goes up as it is, but for the repo id its card loads from, set to `--repo_id`. Bad input stops
 before anything is written or uploaded, with one line naming the problem: an output folder with no trained model or

@@ -12,13 +12,31 @@ from .card import model_card
 from .hub import NOT_UPLOADED, ReleaseError, check_push, upload
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+WEIGHTS, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"
+
+
+def weight_files(output_dir: str) -> list[str]:
+    """The model's weights as `save_pretrained` wrote them: one `model.safetensors`, or (a model larger than
+    `max_shard_size`) the index and every shard it names; [] when there are none."""
+    if os.path.isfile(os.path.join(output_dir, WEIGHTS)):
+        return [WEIGHTS]
+    index = os.path.join(output_dir, WEIGHTS_INDEX)
+    if not os.path.isfile(index):
+        return []
+    with open(index) as f:
+        shards = sorted(set(json.load(f).get("weight_map", {}).values()))
+    missing = [s for s in shards if not os.path.isfile(os.path.join(output_dir, s))]
+    if not shards or missing:
+        raise ReleaseError(f"{index} names {'no shard' if not shards else 'missing shards: ' + ', '.join(missing)}.")
+    return [WEIGHTS_INDEX, *shards]
 
 
 def read_output_dir(output_dir: str) -> tuple[dict, ExperimentResult]:
     """(config, results) of a trained output folder, or a ReleaseError naming what is missing."""
     if not os.path.isdir(output_dir):
         raise ReleaseError(f"{output_dir} is not a directory.")
-    missing = [f for f in ("config.json", "model.safetensors") if not os.path.isfile(os.path.join(output_dir, f))]
+    missing = [] if os.path.isfile(os.path.join(output_dir, "config.json")) else ["config.json"]
+    missing += [] if weight_files(output_dir) else [WEIGHTS]
     if missing:
         raise ReleaseError(f"{output_dir} holds no trained model: {' and '.join(missing)} missing.")
     if not os.path.isfile(os.path.join(output_dir, RESULTS_FILE)):
@@ -59,7 +77,7 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     missing = {ref.split("--")[-1].split(".")[0] + ".py" for ref in refs} - set(code_files)
     if missing:
         raise ReleaseError(f"{output_dir} lacks the model code its auto_map names: {', '.join(sorted(missing))}.")
-    files = ["config.json", "model.safetensors", *code_files]
+    files = ["config.json", *weight_files(output_dir), *code_files]
     files += [
         f for f in (*TOKENIZER_FILES, "generation_config.json", PLOT) if os.path.isfile(os.path.join(output_dir, f))
     ]

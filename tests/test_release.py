@@ -132,6 +132,30 @@ def test_a_trained_folder_evaluated_with_more_steps_releases_with_those_numbers(
     )
 
 
+def test_a_model_saved_in_shards_releases_every_shard_and_scores_its_card(trained, tmp_path):
+    """A model larger than `max_shard_size` is saved as an index and shards, no `model.safetensors`: the release
+    carries the index and every shard it names, and loads to the same predictions as the unsharded folder."""
+    from transformers import AutoModelForSequenceClassification
+
+    output_dir, metrics = trained
+    sharded = tmp_path / "sharded"
+    shutil.copytree(output_dir, sharded)
+    os.remove(sharded / "model.safetensors")
+    AutoModelForSequenceClassification.from_pretrained(output_dir).save_pretrained(sharded, max_shard_size="20KB")
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    shards = set(index["weight_map"].values())
+    assert len(shards) > 1 and not (sharded / "model.safetensors").exists()
+    folder = release(str(sharded), "someone/ndr-tiny-sharded", target=str(tmp_path / "release"))
+    assert {"model.safetensors.index.json", *shards} <= set(os.listdir(folder))
+    report = verify([folder], split="test")[0]
+    assert report["agrees"] and report["measured"] == pytest.approx(metrics["eval_test_accuracy"], abs=1e-9)
+
+    os.remove(sharded / sorted(shards)[0])
+    with pytest.raises(ReleaseError, match=f"names missing shards: {sorted(shards)[0]}"):
+        release(str(sharded), "someone/ndr-tiny-sharded", target=str(tmp_path / "release2"))
+    assert not (tmp_path / "release2").exists()
+
+
 def test_a_card_measured_on_some_rows_is_verified_on_those_rows(trained, tmp_path):
     """Results measured on the first rows of each split (--max_eval_samples) and on a sample of the first training
     rows (--eval_train_samples, --max_train_samples): the card names them and `verify` scores those rows, so it
