@@ -53,7 +53,7 @@ from lengthgen.modeling import (
 
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
-from .runner import guard_output_dir, train_and_save, upload_output_dir
+from .runner import guard_recurrent_run, train_and_save, upload_output_dir
 from .sharding import check_launch, shards_parameters
 from .windows import document_runs
 
@@ -331,15 +331,9 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = load_model(model_args, tokenizer)
-    # a run resumed from the output folder's checkpoint is the run that wrote it: the same model, recurrence (as the
-    # loaded model has it) and training documents
-    recorded = {
-        "model": {**{k: getattr(model_args, k) for k in ("model_name_or_path", "config_name", "config_overrides")},
-                  **{k: getattr(model.config, k, None) for k in RECURRENCE_FIELDS}},
-        "data": {k: getattr(data_args, k) for k in ("corpus", "dataset_name", "dataset_config_name", "train_file",
-                                                    "max_train_books", "max_train_samples", "windows_per_example")},
-    }
-    guard_output_dir(training_args, recorded, {section: tuple(fields) for section, fields in recorded.items()})
+    guard_recurrent_run(training_args, model_args, model, RECURRENCE_FIELDS, data_args,
+                        ("corpus", "dataset_name", "dataset_config_name", "train_file", "max_train_books",
+                         "max_train_samples", "windows_per_example"))
     window, overlap = model.config.window_size, model.config.overlap
     logger.info("window %d, overlap %d, recurrence %s", window, overlap, model.config.use_recurrence)
 

@@ -44,7 +44,7 @@ from lengthgen.modeling import (
 
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
-from .runner import guard_output_dir, train_and_save, upload_output_dir
+from .runner import guard_recurrent_run, train_and_save, upload_output_dir
 
 logger = logging.getLogger(__name__)
 RECURRENCE_FIELDS = ("insertion_layer", "recurrence_hidden_size", "recurrence_num_hidden_layers", "recurrence_pooling",
@@ -227,15 +227,9 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
         raise UsageError("A model trained from --config_name needs --tokenizer_name (a tokenizer folder or Hub id).")
     tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path)
     model = load_model(model_args, tokenizer)
-    # a run resumed from the output folder's checkpoint is the run that wrote it: the same model, recurrence (as the
-    # loaded model has it) and training questions
-    recorded = {
-        "model": {**{k: getattr(model_args, k) for k in ("model_name_or_path", "config_name", "config_overrides")},
-                  **{k: getattr(model.config, k, None) for k in RECURRENCE_FIELDS}},
-        "data": {k: getattr(data_args, k) for k in ("dataset_name", "dataset_config_name", "train_file",
-                                                    "max_train_samples", "window_size", "doc_stride")},
-    }
-    guard_output_dir(training_args, recorded, {section: tuple(fields) for section, fields in recorded.items()})
+    guard_recurrent_run(training_args, model_args, model, RECURRENCE_FIELDS, data_args,
+                        ("dataset_name", "dataset_config_name", "train_file", "max_train_samples", "window_size",
+                         "doc_stride"))
     data_files = {split: path for split, path in (("train", data_args.train_file),
                                                   ("validation", data_args.validation_file)) if path}
     with training_args.main_process_first(desc="loading HotpotQA"):

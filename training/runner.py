@@ -279,6 +279,19 @@ def guard_output_dir(training_args, recorded: dict, recipe: dict = RECIPE) -> No
         os.replace(f"{path}.tmp", path)
 
 
+
+def guard_recurrent_run(training_args, model_args, model, recurrence: tuple[str, ...], data_args,
+                        data: tuple[str, ...]) -> None:
+    """`guard_output_dir` for the recurrence scripts: a run resumed from its output folder's checkpoint is the run that
+    wrote it, with the same model, the same recurrence fields (as the loaded model has them) and the same `data`
+    fields."""
+    recorded = {
+        "model": {**{k: getattr(model_args, k) for k in ("model_name_or_path", "config_name", "config_overrides")},
+                  **{k: getattr(model.config, k, None) for k in recurrence}},
+        "data": {k: getattr(data_args, k) for k in data},
+    }
+    guard_output_dir(training_args, recorded, {section: tuple(fields) for section, fields in recorded.items()})
+
 def exponential_decay_optimizer(model, args, num_train_rows: int):
     """AdamW whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1), after a
     linear warm-up over `warmup_steps` as transformers' schedules have it."""
