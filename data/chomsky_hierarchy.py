@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from lengthgen.cli import UsageError
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
-from .splits import assert_splits_disjoint, balanced_counts
+from .splits import assert_splits_disjoint, balanced_counts, check_ranges
 
 END = "END"  # the termination token of an answer (stack_manipulation, the binary tasks' code layout)
 
@@ -428,6 +428,7 @@ def generate_chomsky_splits(
 ) -> dict[str, list[dict]]:
     if task not in TASKS:
         raise UsageError(f"Unknown Chomsky-hierarchy task {task!r}; expected one of {sorted(TASKS)}.")
+    check_ranges(train_lengths=train_lengths, test_lengths=test_lengths)
     rng, splits = random.Random(seed), {}
     for split, size, lengths in (("train", train_size, train_lengths), ("test", test_size, test_lengths)):
         valid = task_lengths(task, lengths)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from lengthgen.cli import UsageError
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
-from .splits import assert_splits_disjoint, balanced_counts
+from .splits import assert_splits_disjoint, balanced_counts, check_ranges
 
 NDR_CITATION = (
     "Csordás, Irie, Schmidhuber. The Neural Data Router: Adaptive Control Flow in Transformers Improves "
@@ -86,6 +86,7 @@ def generate_ctl_splits(
 ) -> dict[str, list[dict]]:
     if direction not in DIRECTIONS:
         raise UsageError(f"Unknown CTL direction {direction!r}; expected one of {DIRECTIONS}.")
+    check_ranges(train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
     bits = max(1, (num_symbols - 1).bit_length())
     tables = ctl_tables(num_symbols, num_functions, seed)
     rng = random.Random(seed + 1)

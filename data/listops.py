@@ -20,7 +20,7 @@ from lengthgen.cli import UsageError
 
 from .ctl import NDR_CITATION
 from .length_split import LengthSplitBuilder, LengthSplitConfig
-from .splits import assert_splits_disjoint, balanced_counts
+from .splits import assert_splits_disjoint, balanced_counts, check_ranges
 
 OPERATIONS = ("SM", "MIN", "MAX", "MED")
 
@@ -124,6 +124,7 @@ def generate_listops_splits(
     max_length: int = 50,
     seed: int = 0,
 ) -> dict[str, list[dict]]:
+    check_ranges(train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
     rng, seen = random.Random(seed), set()
     splits = {
         name: balanced_trees(size, depths, rng, p_op, max_args, max_length, seen, f"listops {name}")

@@ -16,7 +16,7 @@ from lengthgen.cli import UsageError
 
 from .ctl import NDR_CITATION
 from .length_split import LengthSplitBuilder, LengthSplitConfig
-from .splits import assert_splits_disjoint, balanced_counts
+from .splits import assert_splits_disjoint, balanced_counts, check_ranges
 
 OPERATIONS = {"+": lambda a, b: (a + b) % 10, "*": lambda a, b: (a * b) % 10}
 
@@ -91,6 +91,7 @@ def generate_arithmetic_splits(
     max_length: int = 50,
     seed: int = 0,
 ) -> dict[str, list[dict]]:
+    check_ranges(train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
     rng, seen = random.Random(seed), set()
     splits = {
         name: balanced_expressions(per_depth(size, depths), rng, p_subop, max_length, seen, f"simple_arithmetic {name}")

@@ -1,4 +1,4 @@
-"""Plain helpers of the split generators (no Hugging Face imports): balancing and the disjointness check."""
+"""Plain helpers of the split generators (no Hugging Face imports): balancing and the disjointness checks."""
 
 from lengthgen.cli import UsageError
 
@@ -28,3 +28,20 @@ def assert_splits_disjoint(splits: dict[str, list[dict]], ignore=("validation_ii
             shared = {r["difficulty"] for r in splits[a]} & {r["difficulty"] for r in splits[b]}
             if shared:
                 raise UsageError(f"splits {a} and {b} overlap at difficulties {sorted(shared)[:10]}")
+
+
+def check_ranges(**ranges: tuple[int, int] | None) -> None:
+    """The configured difficulty ranges of a length split (`train_depths=(1, 5), test_depths=(9, 10)`; None: not
+    given) are each [low, high] with low <= high, and no two share a difficulty: checked before anything is drawn, so
+    overlapping ranges are refused even when a small sample would draw no shared difficulty."""
+    given = {name: value for name, value in ranges.items() if value is not None}
+    for name, value in given.items():
+        if len(value) != 2 or not all(isinstance(v, int) for v in value) or value[0] > value[1]:
+            raise UsageError(f"{name} must be [low, high] with low <= high, got {list(value)}.")
+    names = list(given)
+    for a_index, a in enumerate(names):
+        for b in names[a_index + 1 :]:
+            low, high = max(given[a][0], given[b][0]), min(given[a][1], given[b][1])
+            if low <= high:
+                raise UsageError(f"{a} {list(given[a])} and {b} {list(given[b])} overlap at {low}-{high}: a length "
+                                 "split's ranges must be disjoint.")

@@ -31,7 +31,7 @@ import datasets
 from lengthgen.cli import UsageError
 
 from .length_split import LengthSplitBuilder, LengthSplitConfig
-from .splits import assert_splits_disjoint
+from .splits import assert_splits_disjoint, check_ranges
 
 LABELS = ("VBZ", "VBP")  # singular, plural: Linzen's `verb_pos` (Penn Treebank tags)
 NOUNS = (("author", "authors"), ("pilot", "pilots"), ("key", "keys"), ("cabinet", "cabinets"),
@@ -136,6 +136,8 @@ def generate_agreement_splits(
     """Train / validation / test of distinct sentences, balanced over the difficulties of each split."""
     if split_by not in ("attractors", "distance"):
         raise UsageError(f"split_by must be 'attractors' or 'distance', got {split_by!r}")
+    check_ranges(train_difficulties=train_difficulties, validation_difficulties=validation_difficulties,
+                 test_difficulties=test_difficulties)
     top = max(train_difficulties[1], validation_difficulties[1], test_difficulties[1])
     if split_by == "attractors" and top > max_modifiers:
         raise UsageError(f"{top} attractors need max_modifiers >= {top}, got {max_modifiers}")

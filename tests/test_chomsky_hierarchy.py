@@ -293,11 +293,13 @@ def test_builder_fingerprints_and_determinism(tmp_path):
 def test_bad_input():
     with pytest.raises(ValueError, match="Unknown Chomsky-hierarchy task 'parity'.*parity_check"):
         generate_chomsky_splits("parity", **SMALL)
-    with pytest.raises(ValueError, match="no input of length 2-2"):
-        generate_chomsky_splits("modular_arithmetic", **{**SMALL, "test_lengths": (2, 2)})
+    with pytest.raises(ValueError, match="no input of length 14-14"):  # modular arithmetic has odd lengths only
+        generate_chomsky_splits("modular_arithmetic", **{**SMALL, "test_lengths": (14, 14)})
     with pytest.raises(ValueError, match="no input of length 1-2"):
         generate_chomsky_splits("binary_addition", **{**SMALL, "train_lengths": (1, 2)})
-    with pytest.raises(ValueError, match="overlap"):
+    with pytest.raises(ValueError, match=r"train_lengths \[1, 12\] and test_lengths \[12, 20\] overlap at 12-12"):
         generate_chomsky_splits("parity_check", **{**SMALL, "test_lengths": (12, 20)})
+    with pytest.raises(ValueError, match=r"test_lengths must be \[low, high\] with low <= high, got \[30, 13\]"):
+        generate_chomsky_splits("parity_check", **{**SMALL, "test_lengths": (30, 13)})
     with pytest.raises(ValueError, match="parity_check"):
         ChomskyHierarchy(config_name="parity")

@@ -84,6 +84,58 @@ def test_nsp_lengths_never_overlap_and_overlap_is_refused():
                             validation_difficulties=(4, 6))
 
 
+def split_generators():
+    """{name: (generator taking ranges as keywords, tiny sizes)} of every length split."""
+    from lengthgen.data.chomsky_hierarchy import generate_chomsky_splits
+    from lengthgen.data.ctl import generate_ctl_splits
+    from lengthgen.data.listops import generate_listops_splits
+    from lengthgen.data.simple_arithmetic import generate_arithmetic_splits
+    from lengthgen.data.subject_verb_agreement import generate_agreement_splits
+
+    return {
+        "ctl": lambda **r: generate_ctl_splits("forward", train_size=100, validation_iid_size=1, validation_size=1,
+                                               test_size=1, **r),
+        "listops": lambda **r: generate_listops_splits(train_size=5, validation_size=1, test_size=1, **r),
+        "arithmetic": lambda **r: generate_arithmetic_splits(train_size=5, validation_size=1, test_size=1, **r),
+        "agreement": lambda **r: generate_agreement_splits(train_size=3, validation_size=1, test_size=1, **r),
+        "chomsky": lambda **r: generate_chomsky_splits("parity_check", train_size=40, test_size=1, **r),
+        "nsp": lambda **r: generate_nsp_splits("copy", train_size=11, validation_size=1, **r),
+        "ptb": lambda **r: generate_ptb_splits(read_ptb_sentences(os.path.join(PTB_FIXTURE, "ptb.train.txt")),
+                                               "word", **r),
+    }
+
+
+@pytest.mark.parametrize("name, ranges, message", [
+    ("ctl", dict(test_depths=(8, 10)), r"validation_depths \[6, 8\] and test_depths \[8, 10\] overlap at 8-8"),
+    ("listops", dict(validation_depths=(5, 8)), r"train_depths \[1, 5\] and validation_depths \[5, 8\] overlap at 5-5"),
+    ("arithmetic", dict(test_depths=(2, 3)), r"train_depths \[1, 5\] and test_depths \[2, 3\] overlap at 2-3"),
+    ("agreement", dict(train_difficulties=(0, 2)),
+     r"train_difficulties \[0, 2\] and validation_difficulties \[2, 2\] overlap at 2-2"),
+    ("chomsky", dict(test_lengths=(40, 500)), r"train_lengths \[1, 40\] and test_lengths \[40, 500\] overlap at 40-40"),
+    ("nsp", dict(validation_difficulties=(12, 16)),
+     r"train_difficulties \[2, 12\] and validation_difficulties \[12, 16\] overlap at 12-12"),
+    ("ptb", dict(validation_lengths=(30, 64)),
+     r"train_lengths \[2, 32\] and validation_lengths \[30, 64\] overlap at 30-32"),
+])
+def test_overlapping_ranges_are_refused_before_anything_is_drawn(name, ranges, message):
+    """Every length split refuses configured ranges that share a difficulty (the others at their defaults), naming
+    both, even when its sample is too small to draw the shared one: one ListOps validation tree of depths 5-8 is
+    drawn at depth 8, one CTL test problem of depths 8-10 at depth 10."""
+    from lengthgen.data.splits import balanced_counts
+
+    assert balanced_counts(1, {d: 10 for d in range(5, 9)}) == {5: 0, 6: 0, 7: 0, 8: 1}
+    with pytest.raises(UsageError, match=message):
+        split_generators()[name](**ranges)
+
+
+def test_a_reversed_range_is_refused():
+    for name, ranges in [("ctl", dict(test_depths=(10, 9))), ("chomsky", dict(test_lengths=(500, 41))),
+                         ("nsp", dict(validation_difficulties=(16, 13)))]:
+        (key, value), = ranges.items()
+        with pytest.raises(UsageError, match=rf"{key} must be \[low, high\] with low <= high, got \[{value[0]}, "):
+            split_generators()[name](**ranges)
+
+
 def test_nsp_same_seed_same_rows_other_seed_other_rows():
     a = generate_nsp_splits("add", train_size=100, validation_size=10, seed=3)
     b = generate_nsp_splits("add", train_size=100, validation_size=10, seed=3)

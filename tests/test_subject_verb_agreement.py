@@ -97,7 +97,8 @@ def test_linzen_tsv_missing_a_column_is_named(tmp_path):
     [
         (dict(split_by="length"), "split_by must be"),
         (dict(test_difficulties=(5, 6)), "max_modifiers >= 6"),
-        (dict(split_by="distance", train_difficulties=(2, 3)), "distance 2"),
+        (dict(split_by="distance", train_difficulties=(2, 3), validation_difficulties=(4, 4),
+              test_difficulties=(5, 6)), "distance 2"),
     ],
 )
 def test_bad_parameters_are_named(arguments, message):
