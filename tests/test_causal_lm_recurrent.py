@@ -270,6 +270,39 @@ def test_h_prev_changes_later_windows_only_through_the_earlier_ones(family):
         assert (difference > 1e-4) == use_recurrence, (family, use_recurrence, difference)
 
 
+@pytest.mark.parametrize("family", ["llama", "gemma2", "qwen3_5_text", "jamba"])
+def test_h_prev_is_eq_1_over_the_unmodified_models_layers(family):
+    """h_prev by hand (T = 8, o = 3, s = 5): every decoder layer's output of the unmodified model on window 1 (before
+    its final norm; a hybrid's linear-attention and Mamba layers too), averaged over the first s positions, weighted
+    by softmax(alpha) (unequal here), through the FFN (non-zero biases here)."""
+    model, decoder = models(family)
+    layers = decoder.model.layers if hasattr(decoder.model, "layers") else decoder.model.language_model.layers
+    alpha = torch.linspace(-1.0, 1.0, len(layers)) ** 3
+    with torch.no_grad():
+        model.recurrence.layer_logits.copy_(alpha)
+        for linear in model.recurrence.ffn:
+            if isinstance(linear, torch.nn.Linear):
+                linear.bias.normal_(0, 0.5)
+    x = tokens(8)
+    outputs = []
+    hooks = [layer.register_forward_hook(lambda m, i, o: outputs.append(o[0] if isinstance(o, tuple) else o))
+             for layer in layers]
+    with torch.no_grad():
+        decoder(x)
+    for hook in hooks:
+        hook.remove()
+    assert len(outputs) == len(layers)
+    z = sum(w * h[:, :5].mean(dim=1) for w, h in zip(torch.softmax(alpha, dim=0), outputs))
+    linears = [m for m in model.recurrence.ffn if isinstance(m, torch.nn.Linear)]
+    for index, linear in enumerate(linears):
+        z = z @ linear.weight.T + linear.bias
+        z = torch.relu(z) if index < len(linears) - 1 else z
+    with torch.no_grad():
+        state = model(x).recurrent_state
+    assert state.window_index == 1
+    torch.testing.assert_close(state.h_prev, z, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("family", [f for f in FAMILIES if f != "gpt2"])
 def test_h_prev_is_an_input_one_position_before_the_window(family):
     """With one layer and l_ins = 0, window 2 with h_prev equals the unmodified model fed [h_prev, the window's token

@@ -131,6 +131,55 @@ def test_recurrence_carries_earlier_windows_into_later_ones():
         assert (difference > 1e-4) == use_recurrence, (use_recurrence, difference)
 
 
+def test_h_prev_is_eq_1_over_unmodified_gpt2_and_enters_the_next_window_at_the_insertion_layer():
+    """By hand from the unmodified GPT-2 (T = 8, o = 3, s = 5, l_ins = 1): z is the mean over window 1's first s
+    positions of every block's output (before ln_f), weighted by softmax(alpha) (Eq. 1, with unequal alpha and non-zero
+    biases); h_prev = FFN(z), ReLU between its layers. Window 2 (tokens 5-12, positions 0-7) is GPT-2's blocks with
+    h_prev put before its first token at block 1's input (no position embedding, visible from every position, its
+    output dropped after block 1, so the other blocks never see it); its last s tokens are the model's logits for
+    tokens 8-12."""
+    model, gpt2 = models(8, 3)
+    with torch.no_grad():
+        model.recurrence.layer_logits.copy_(torch.tensor([0.7, -1.2, 0.4]))
+        for linear in model.recurrence.ffn:
+            if isinstance(linear, torch.nn.Linear):
+                linear.bias.normal_(0, 0.5)
+    x = tokens(13)
+    blocks = gpt2.transformer.h
+    outputs = []
+    hooks = [block.register_forward_hook(lambda m, i, o: outputs.append(o[0] if isinstance(o, tuple) else o))
+             for block in blocks]
+    with torch.no_grad():
+        gpt2(x[:, :8])
+    for hook in hooks:
+        hook.remove()
+    weights = torch.softmax(torch.tensor([0.7, -1.2, 0.4]), dim=0)
+    z = sum(w * h[:, :5].mean(dim=1) for w, h in zip(weights, outputs))
+    linears = [m for m in model.recurrence.ffn if isinstance(m, torch.nn.Linear)]
+    h_prev = z
+    for index, linear in enumerate(linears):
+        h_prev = h_prev @ linear.weight.T + linear.bias
+        h_prev = torch.relu(h_prev) if index < len(linears) - 1 else h_prev
+
+    with torch.no_grad():
+        first = model(x[:, :8])
+        assert first.recurrent_state.window_index == 1
+        torch.testing.assert_close(first.recurrent_state.h_prev, h_prev, rtol=0, atol=1e-5)
+
+        hidden = gpt2.transformer.wte(x[:, 5:13]) + gpt2.transformer.wpe(torch.arange(8))
+        for index, block in enumerate(blocks):
+            if index == 1:
+                hidden = torch.cat([h_prev[:, None], hidden], dim=1)
+            n = hidden.shape[1]
+            mask = torch.full((n, n), torch.finfo(hidden.dtype).min).triu(1)[None, None]
+            hidden = block(hidden, attention_mask=mask)
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+            if index == 1:  # one extra key and value at block 1 only: its output is dropped there
+                hidden = hidden[:, 1:]
+        expected = gpt2.lm_head(gpt2.transformer.ln_f(hidden))[:, 3:]
+        torch.testing.assert_close(model(x).logits[:, 8:13], expected, rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("window, overlap", [(8, 0), (8, 3)])
 def test_window_checkpointing_gives_the_same_loss_and_gradients(window, overlap):
     model, _ = models(window, overlap)

@@ -43,7 +43,7 @@ def test_without_recurrence_every_window_is_roberta_for_question_answering():
     ids, mask = windows()
     with torch.no_grad():
         out = model(ids, attention_mask=mask)
-        for w in range(2):
+        for w in range(3):  # example 1's third window is all padding: nothing of it is compared
             reference = plain(ids[:, w], attention_mask=mask[:, w])
             keep = mask[:, w].bool()
             torch.testing.assert_close(out.start_logits[:, w][keep], reference.start_logits[keep], rtol=0, atol=1e-5)
@@ -63,6 +63,49 @@ def test_first_window_is_roberta_and_recurrence_carries_window_one_into_window_t
         # a random tiny RoBERTa attends with 0.02-std weights, so h_prev moves the logits by ~1e-5; without
         # recurrence, window 2 does not depend on window 1 at all
         assert (difference > 1e-6) == use_recurrence and (use_recurrence or difference == 0), difference
+
+
+def test_h_prev_is_the_mean_final_state_of_the_real_tokens_and_enters_the_next_window_at_the_insertion_layer():
+    """By hand from the unmodified RobertaForQuestionAnswering (weights and biases of std 0.3 but the layer norms',
+    so that h_prev moves the logits by far more than the tolerance): h_prev = FFN(mean of window 1's final hidden
+    states over its real tokens, §5.4), the short window's padding left out; window 2 is RoBERTa's layers with
+    h_prev put before its first token at layer 1's input, attended from every real position, its output dropped
+    after layer 1."""
+    model, plain = models()
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "LayerNorm" not in name:
+                parameter.normal_(0, 0.3)
+    plain.load_state_dict(model.state_dict(), strict=False)
+    ids, mask = windows()
+    ids, mask = ids[:, [1, 0]], mask[:, [1, 0]]  # window 1 of example 1 is the short one
+    with torch.no_grad():
+        final = plain.roberta(ids[:, 0], attention_mask=mask[:, 0]).last_hidden_state
+        weights = mask[:, 0, :, None].float()
+        h_prev = (final * weights).sum(dim=1) / weights.sum(dim=1)
+        linears = [m for m in model.recurrence.ffn if isinstance(m, torch.nn.Linear)]
+        for index, linear in enumerate(linears):
+            h_prev = h_prev @ linear.weight.T + linear.bias
+            h_prev = torch.relu(h_prev) if index < len(linears) - 1 else h_prev
+
+        hidden = plain.roberta.embeddings(input_ids=ids[:, 1])
+        for index, layer in enumerate(plain.roberta.encoder.layer):
+            keys = mask[:, 1] if index != 1 else torch.cat([torch.ones_like(mask[:, 1, :1]), mask[:, 1]], dim=1)
+            if index == 1:
+                hidden = torch.cat([h_prev[:, None], hidden], dim=1)
+            additive = (1.0 - keys[:, None, None, :].float()) * torch.finfo(torch.float32).min
+            hidden = layer(hidden, attention_mask=additive)
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+            hidden = hidden[:, 1:] if index == 1 else hidden
+        start, end = plain.qa_outputs(hidden).unbind(dim=-1)
+        out = model(ids[:, :2], attention_mask=mask[:, :2])
+        without = models(use_recurrence=False)[0]
+        without.load_state_dict(model.state_dict())
+        unchanged = without(ids[:, :2], attention_mask=mask[:, :2])
+    torch.testing.assert_close(out.start_logits[:, 1], start, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out.end_logits[:, 1], end, rtol=1e-4, atol=1e-4)
+    assert (out.start_logits[:, 1] - unchanged.start_logits[:, 1]).abs().max() > 0.1  # h_prev matters here
 
 
 def test_answer_type_classifier_reads_the_cls_states_max_pooled_over_real_windows():
