@@ -54,9 +54,14 @@ def test_padding_invariance(variant):
 @pytest.mark.parametrize("normalize", [False, True])
 def test_one_step_is_equations_5_1_to_5_4_and_5_10(normalize):
     """One step of the NDR, written out from the thesis with the module's weights (and with the authors' code's
-    L1-normalised attention rows, `normalize_geometric_attention=True`)."""
+    L1-normalised attention rows, `normalize_geometric_attention=True`). Every parameter is drawn afresh first: at
+    initialisation the query bias, gamma, the biases and the layer norms' affine are zero or one, and a missing term
+    would go unseen."""
     torch.manual_seed(0)
     model = NDRModel(tiny(num_layers=1, normalize_geometric_attention=normalize, **NO_DROPOUT)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.3).add_(1.0 if parameter.dim() == 0 else 0.0)
     layer, attention = model.layer, model.layer.attention
     input_ids, _ = batch(lengths=(7,))
     h = model.embeddings(input_ids)

@@ -78,8 +78,13 @@ def hand_stack_rnn(model, ids):
 @pytest.mark.parametrize("fields", [{}, dict(controller="lstm"), dict(stack_size=None),
                                     dict(stack_read_depth=2, push_activation="sigmoid", stack_cell_size=1)])
 def test_the_model_is_its_equations_written_out(fields):
+    """Every parameter drawn afresh first: at initialisation the read and head biases are zero, where a missing bias
+    would go unseen."""
     torch.manual_seed(0)
     model = StackRNNModel(tiny(**fields)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.5)
     ids, _ = batch(lengths=(6, 6))
     with torch.no_grad():
         out = model(ids)

@@ -104,8 +104,13 @@ def hand_tape_rnn(model, ids, jumps):
 @pytest.mark.parametrize("fields", [{}, dict(tape_size=None), dict(controller="lstm"),
                                     dict(jump_writes=True, write_mlp_sizes=[4, 3])])
 def test_the_model_is_its_equations_written_out(fields):
+    """Every parameter drawn afresh first: at initialisation the read and head biases are zero, where a missing bias
+    would go unseen."""
     torch.manual_seed(0)
     model = TapeRNNModel(tiny(**fields)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.5)
     ids, _ = batch(lengths=(6, 6))
     with torch.no_grad():
         out = model(ids, input_length=torch.tensor([2, 3]))
