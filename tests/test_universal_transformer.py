@@ -1,4 +1,5 @@
-"""Universal Transformer: one step against a hand-written layer, causality, ACT on hand-worked halting cases,
+"""Universal Transformer: one step and several against a hand-written layer (coordinate embedding, relative bias),
+causality, ACT on hand-worked halting cases and per position as Graves writes it,
 the Auto classes and remote code."""
 
 import math
@@ -39,13 +40,14 @@ def sinusoid(position: float, dim: int) -> torch.Tensor:
                          else math.cos(position / 10000 ** (2 * (k // 2) / dim)) for k in range(dim)])
 
 
-def hand_layer(layer, h, key_mask, causal=False):
-    """A post-LayerNorm transformer layer written from its equations with the module's weights."""
+def hand_layer(layer, h, key_mask, causal=False, bias=None):
+    """A post-LayerNorm transformer layer written from its equations with the module's weights (`bias`: an additive
+    `(heads, n, n)` term of the attention logits)."""
     attention, heads = layer.attention, 2
     n, d = h.shape[1], h.shape[2]
     split = lambda x: x.view(h.shape[0], n, heads, d // heads).transpose(1, 2)  # noqa: E731
     q, k, v = split(attention.query(h)), split(attention.key(h)), split(attention.value(h))
-    scores = q @ k.transpose(-1, -2) / math.sqrt(d // heads)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(d // heads) + (0 if bias is None else bias)
     allowed = key_mask[:, None, None, :].bool()
     if causal:
         allowed = allowed & torch.ones(n, n).tril().bool()
@@ -88,6 +90,89 @@ def test_steps_share_one_layer_and_num_steps_goes_deeper():
     assert len(out.hidden_states) == 6  # the first step's input and five steps
     with pytest.raises(ValueError, match="num_steps must be >= 1"):
         model(ids, num_steps=0)
+
+
+def test_every_step_adds_the_coordinate_embedding_of_its_position_and_its_step():
+    """Eq. 4 at every step t = 1..4: H^t = layer(H^{t-1} + P^t), P^t_i = sinusoid(i) + sinusoid(t); with relative
+    positions the step signal sinusoid(t) alone (the positions are in the attention bias)."""
+    torch.manual_seed(0)
+    ids, mask = batch()
+    for encoding in ("absolute", "relative"):
+        model = UniversalTransformerModel(tiny(position_encoding=encoding)).eval()
+        n = ids.shape[1]
+        bias = None
+        if encoding == "relative":
+            with torch.no_grad():
+                model.relative_bias.weight.normal_()
+            bias = torch.stack([torch.stack([model.relative_bias.weight[min(max(j - i, -16), 16) + 16]
+                                             for j in range(n)]) for i in range(n)]).permute(2, 0, 1)
+        with torch.no_grad():
+            h = model.embeddings(ids) * 4.0
+            for t in range(1, 5):
+                signal = torch.stack([(sinusoid(i, 16) if encoding == "absolute" else 0) + sinusoid(t, 16)
+                                      for i in range(n)])
+                h = hand_layer(model.layer, h + signal, mask, bias=bias)
+            out = model(ids, attention_mask=mask, num_steps=4).last_hidden_state
+        real = mask.bool()
+        torch.testing.assert_close(out[real], h[real], rtol=1e-4, atol=1e-5)
+
+
+def test_relative_bias_is_one_learned_scalar_per_head_and_clipped_offset():
+    """Attention logits of the relative encoding: the content term plus w[clip(j - i, -k, k)] of the head, set here
+    to 10 * (j - i clipped) + head, so the weights are hand-computable from the offsets (k = 2)."""
+    torch.manual_seed(0)
+    model = UniversalTransformerModel(tiny(position_encoding="relative", max_relative_position=2, num_layers=1)).eval()
+    with torch.no_grad():
+        for offset in range(-2, 3):
+            model.relative_bias.weight[offset + 2] = torch.tensor([10.0 * offset, 10.0 * offset + 1])
+        for linear in (model.layer.attention.query, model.layer.attention.key):  # content logits of zero
+            linear.weight.zero_()
+            linear.bias.zero_()
+        out = model(batch((6,))[0], output_attentions=True)
+    for head in range(2):
+        for i in range(6):
+            logits = torch.tensor([10.0 * min(max(j - i, -2), 2) + head for j in range(6)])
+            torch.testing.assert_close(out.attentions[0][0, head, i], logits.softmax(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_act_per_position_is_graves_halting_with_a_padded_ponder_cost():
+    """A halting unit with random weights (a different p at every position and step, read from the step's input
+    with its coordinate embedding): per position, written out as Graves (2016) states it, the steps before the one
+    where the sum of p would reach the threshold are weighted by p, that one by the remainder R; ponder time N + R;
+    the ponder cost the mean over the real positions only."""
+    torch.manual_seed(0)
+    model = UniversalTransformerModel(tiny(use_act=True, act_threshold=0.99)).eval()
+    with torch.no_grad():
+        model.halting_unit.weight.normal_(0, 1.0)
+        model.halting_unit.bias.fill_(-0.5)
+    ids, mask = batch((7, 5))
+    n, steps = ids.shape[1], 6
+    with torch.no_grad():
+        h, inputs, states = model.embeddings(ids) * 4.0, [], []
+        for t in range(1, steps + 1):
+            h = h + torch.stack([sinusoid(i, 16) + sinusoid(t, 16) for i in range(n)])
+            inputs.append(h)
+            h = hand_layer(model.layer, h, mask)
+            states.append(h)
+        out = model(ids, attention_mask=mask, num_steps=steps)
+    expected, ponder = torch.zeros_like(h), torch.zeros(2, n)
+    counts = []
+    for row in range(2):
+        for i in range(n):
+            total = 0.0
+            for t in range(steps):
+                p = torch.sigmoid(model.halting_unit(inputs[t][row, i])).item()
+                if t == steps - 1 or total + p >= 0.99:
+                    expected[row, i] += (1 - total) * states[t][row, i]
+                    ponder[row, i] = t + 1 + (1 - total)
+                    counts.append(t + 1)
+                    break
+                total += p
+                expected[row, i] += p * states[t][row, i]
+    assert len(set(counts)) > 1  # positions halt at different steps
+    torch.testing.assert_close(out.last_hidden_state, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out.ponder_times, ponder, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.ponder_cost, (ponder[0].sum() + ponder[1, :5].sum()) / 12, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("fields", [dict(), dict(position_encoding="relative"), dict(use_act=True)])
