@@ -59,18 +59,32 @@ def test_padding_invariance(overrides):
             assert (longer - alone).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_recurrent_layer_is_torchs_bidirectional_rnn_on_each_unpadded_sequence(cell):
-    """The padded batch gives each sequence what torch's own bidirectional RNN gives that sequence alone."""
-    torch.manual_seed(0)
-    model = IBertModel(tiny_config(recurrent_cell=cell)).eval()
-    layer = model.embeddings.recurrent_layer
+def torch_rnn(layer, cell="lstm"):
+    """torch's own bidirectional LSTM (or GRU) with the weights of an `IBertRecurrentLayer`."""
     reference = (torch.nn.LSTM if cell == "lstm" else torch.nn.GRU)(32, 16, batch_first=True, bidirectional=True)
     with torch.no_grad():
         for name, param in layer.forward_rnn.named_parameters():
             getattr(reference, name).copy_(param)
         for name, param in layer.backward_rnn.named_parameters():
             getattr(reference, name + "_reverse").copy_(param)
+    return reference
+
+
+def randomize_layer_norms(model):
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.normal_(1.0, 0.5)
+                module.bias.normal_(0.0, 0.5)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_recurrent_layer_is_torchs_bidirectional_rnn_on_each_unpadded_sequence(cell):
+    """The padded batch gives each sequence what torch's own bidirectional RNN gives that sequence alone."""
+    torch.manual_seed(0)
+    model = IBertModel(tiny_config(recurrent_cell=cell)).eval()
+    layer = model.embeddings.recurrent_layer
+    reference = torch_rnn(layer, cell)
     input_ids, mask = batch()
     embeds = model.embeddings.word_embeddings(input_ids)
     with torch.no_grad():
@@ -78,6 +92,49 @@ def test_recurrent_layer_is_torchs_bidirectional_rnn_on_each_unpadded_sequence(c
         for row, length in enumerate(mask.sum(-1).tolist()):
             alone = reference(embeds[row : row + 1, :length])[0][0]
             assert (batched[row, :length] - alone).abs().max() <= 1e-6
+
+
+@pytest.mark.parametrize("position_embedding_type", ["none", "absolute"])
+def test_embeddings_are_the_layer_norm_of_the_bidirectional_lstm_of_the_tokens(position_embedding_type):
+    """I-BERT's input (§4): LayerNorm(BiLSTM(E[x])), or with the absolute-position ablation LayerNorm(BiLSTM(E[x]) +
+    P), by hand with torch's LSTM on each sequence alone and a non-identity LayerNorm."""
+    torch.manual_seed(0)
+    model = IBertModel(tiny_config(position_embedding_type=position_embedding_type)).eval()
+    randomize_layer_norms(model)
+    embeddings = model.embeddings
+    reference = torch_rnn(embeddings.recurrent_layer)
+    input_ids, mask = batch()
+    with torch.no_grad():
+        got = embeddings(input_ids=input_ids, lengths=mask.sum(-1))
+        for row, length in enumerate(mask.sum(-1).tolist()):
+            h = reference(embeddings.word_embeddings(input_ids[row : row + 1, :length]))[0][0]
+            if position_embedding_type == "absolute":
+                h = h + embeddings.position_embeddings.weight[:length]
+            expected = torch.nn.functional.layer_norm(h, (32,), embeddings.LayerNorm.weight, embeddings.LayerNorm.bias,
+                                                      embeddings.LayerNorm.eps)
+            torch.testing.assert_close(got[row, :length], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_ibert2_layer_is_attention_then_layer_norm_of_the_state_plus_its_bidirectional_lstm():
+    """I-BERT2 (`recurrence_in_every_layer`, §4): each layer's feed-forward block is replaced by a bidirectional
+    LSTM, LayerNorm(a + BiLSTM(a)) after BERT's attention block a; by hand with torch's LSTM, per sequence."""
+    torch.manual_seed(0)
+    model = IBertModel(tiny_config(recurrence_in_every_layer=True, num_hidden_layers=1,
+                                   hidden_dropout_prob=0.0)).eval()
+    randomize_layer_norms(model)
+    layer = model.encoder.layer[0]
+    block = layer.recurrent_feed_forward
+    reference = torch_rnn(block.recurrent_layer)
+    input_ids, mask = batch()
+    with torch.no_grad():
+        got = model(input_ids, attention_mask=mask).last_hidden_state
+        for row, length in enumerate(mask.sum(-1).tolist()):
+            ids = input_ids[row : row + 1, :length]
+            h = model.embeddings(input_ids=ids, lengths=torch.tensor([length]))
+            a = layer.attention(h)[0]
+            expected = torch.nn.functional.layer_norm(a + reference(a)[0], (32,), block.LayerNorm.weight,
+                                                      block.LayerNorm.bias, block.LayerNorm.eps)
+            torch.testing.assert_close(got[row, :length], expected[0], rtol=1e-5, atol=1e-5)
 
 
 def test_encoder_and_head_are_berts():
