@@ -24,6 +24,12 @@ def test_ten_bins_hand_worked():
     assert np.isnan(accuracy[0]) and np.isnan(confidence[9])  # empty bins
 
 
+def test_bins_are_weighted_by_their_counts():
+    """Two right at 0.95 share the bin (0.9, 1], one wrong at 0.55 is alone in (0.5, 0.6]: ECE = (2 |1 - 0.95| +
+    1 |0 - 0.55|) / 3 = 0.65 / 3, not the mean over the two bins (0.05 + 0.55) / 2 = 0.3."""
+    assert expected_calibration_error([0.95, 0.95, 0.55], [True, True, False]) == pytest.approx(0.65 / 3)
+
+
 def test_two_bins_average_out_and_difficulties_split():
     """With bins (0, 0.5] and (0.5, 1] all four share a bin: accuracy 0.75 = mean confidence 0.75, ECE 0. Per
     difficulty (1: the first two, 2: the last two): (|1 - 0.9| + |0 - 0.8|) / 2 = 0.45 and (0.3 + 0.4) / 2 = 0.35."""
