@@ -335,8 +335,7 @@ def test_masked_lm_loss_all_trains_on_every_token_and_scores_the_masks(tmp_path,
         return encode(dataset, tokenizer, keep_columns, every_token)
 
     monkeypatch.setattr(models, "encode_masked", spy)
-    metrics = run_mlm(run_args(tmp_path / "all", extra=["--masked_lm_loss", "all", "--max_steps", "2"]))
+    run_mlm(run_args(tmp_path / "all", extra=["--masked_lm_loss", "all", "--max_steps", "2"]))
     assert seen[0] == (256, True) and seen[1:] and all(not every for _, every in seen[1:])
-    assert 0 <= metrics["eval_validation_accuracy"] <= 1
     with pytest.raises(UsageError, match="--masked_lm_loss must be masked or all"):
         run_mlm(run_args(tmp_path / "x", extra=["--masked_lm_loss", "some"]))
