@@ -14,6 +14,7 @@ from lengthgen.commands.train import main as lengthgen_train
 from lengthgen.data.scoring import spread_over_seeds
 from lengthgen.reproduction.study import compare_distillation, distillation_markdown
 from lengthgen.training.distillation import distillation_loss
+from lengthgen.training import ExperimentResult
 from lengthgen.training.runner import ExperimentTrainer
 from lengthgen.training.spec import ExperimentSpec
 
@@ -26,15 +27,20 @@ STUDENT = ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"), "--config
            "--disable_tqdm", "true", "--report_to", "none"]
 
 
+def formula(student, teacher, labels, temperature, weight):
+    """Hinton et al.'s loss written out: r T^2 KL(softmax(teacher / T) || softmax(student / T)) + (1 - r) CE."""
+    p_teacher = torch.softmax(teacher / temperature, -1)
+    log_p_student = torch.log_softmax(student / temperature, -1)
+    kl = (p_teacher * (torch.log(p_teacher) - log_p_student)).sum(-1).mean()
+    cross_entropy = -torch.log_softmax(student, -1)[torch.arange(len(labels)), labels].mean()
+    return weight * temperature**2 * kl + (1 - weight) * cross_entropy
+
+
 def test_distillation_loss_is_the_formula():
     torch.manual_seed(0)
     student, teacher, labels = torch.randn(5, 3), torch.randn(5, 3), torch.tensor([0, 2, 1, 1, 0])
     for temperature, weight in ((1.0, 0.9), (2.0, 0.5), (3.0, 0.0)):
-        p_teacher = torch.softmax(teacher / temperature, -1)
-        log_p_student = torch.log_softmax(student / temperature, -1)
-        kl = (p_teacher * (torch.log(p_teacher) - log_p_student)).sum(-1).mean()
-        cross_entropy = -torch.log_softmax(student, -1)[torch.arange(5), labels].mean()
-        expected = weight * temperature**2 * kl + (1 - weight) * cross_entropy
+        expected = formula(student, teacher, labels, temperature, weight)
         torch.testing.assert_close(distillation_loss(student, teacher, labels, temperature, weight), expected)
 
 
@@ -49,14 +55,38 @@ def test_a_student_trains_with_a_teacher_and_the_logits_are_cached(tmp_path, mon
     original = ExperimentTrainer.compute_loss
 
     def spy(self, model, inputs, *args, **kwargs):
+        """The training loss is the formula of the student's logits (the same dropout drawn again), the batch's
+        teacher logits and labels, at T = 1 and r = 0.9 (the defaults)."""
         calls.append("teacher_logits" in inputs)
-        return original(self, model, inputs, *args, **kwargs)
+        state = torch.get_rng_state()
+        loss = original(self, model, inputs, *args, **kwargs)
+        if "teacher_logits" in inputs and model.training:
+            torch.set_rng_state(state)
+            logits = model(**{k: v for k, v in inputs.items() if k not in ("teacher_logits", "labels")}).logits
+            expected = formula(logits, inputs["teacher_logits"].float(), inputs["labels"], 1.0, 0.9)
+            torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+            checked.append(True)
+        return loss
 
+    checked = []
     monkeypatch.setattr(ExperimentTrainer, "compute_loss", spy)
     result = train(tmp_path / "student", "--teacher_model_name_or_path", str(tmp_path / "teacher"),
                    "--teacher_logits_cache", str(cache), "--seed", "1")
-    assert calls and all(calls[:3])  # every training batch carried the teacher's logits
-    assert np.load(cache).shape == (64, 2)  # VBZ / VBP for each training sentence
+    assert calls and all(calls[:3]) and len(checked) == 3  # every training batch carried the teacher's logits
+    # the cache holds the teacher's own logits (VBP, VBZ) of each training sentence, in the split's order
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from lengthgen.data.subject_verb_agreement import generate_agreement_splits
+
+    sentences = [row["input"] for row in generate_agreement_splits(train_size=64, validation_size=16,
+                                                                   test_size=16)["train"]]
+    teacher = AutoModelForSequenceClassification.from_pretrained(tmp_path / "teacher").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "teacher")
+    assert [teacher.config.id2label[i] for i in range(2)] == ["VBP", "VBZ"]
+    with torch.no_grad():
+        own = np.stack([teacher(**tokenizer(sentence, return_tensors="pt")).logits[0].numpy()
+                        for sentence in sentences])
+    np.testing.assert_allclose(np.load(cache), own, rtol=1e-5, atol=1e-5)
     assert {"eval_test_accuracy_d3", "eval_test_ece_d4"} <= set(result.metrics)
     assert json.loads((tmp_path / "student" / "config.json").read_text())["id2label"] == {"0": "VBP", "1": "VBZ"}
     assert result.spec["distillation"]["teacher_model_name_or_path"] == str(tmp_path / "teacher")
@@ -104,9 +134,18 @@ def test_compare_distillation_runs_teacher_distilled_and_alone_and_resumes(tmp_p
     record = compare_distillation(spec, [0, 1], str(tmp_path / "d"))
     summary = record["summary"]
     assert list(summary) == ["teacher", "distilled", "alone"]
-    for run in summary.values():
+    for name, run in summary.items():
         assert run["seeds"] == 2
         assert set(run["accuracy"]["test"]) == {"3", "4", "all"} and set(run["ece"]["test"]) == {"3", "4", "all"}
+        # each number is the mean and spread of the runs' own results, seed by seed
+        # (the teacher, evaluated as it is, once: the same numbers stand for both seeds)
+        results = [ExperimentResult.load(str(tmp_path / "d" / f"seed{0 if name == 'teacher' else seed}" / name))
+                   for seed in (0, 1)]
+        for metric in ("accuracy", "ece"):
+            for difficulty in ("3", "4", "all"):
+                values = [r.scores["test"][difficulty][metric] for r in results]
+                entry = run[metric]["test"][difficulty]
+                assert entry["values"] == values and entry["mean"] == pytest.approx(sum(values) / 2)
     # the distilled student and the lone one differ only in the teacher: their runs' specs say so
     distilled = json.loads((tmp_path / "d" / "seed1" / "distilled" / "lengthgen_results.json").read_text())["spec"]
     alone = json.loads((tmp_path / "d" / "seed1" / "alone" / "lengthgen_results.json").read_text())["spec"]

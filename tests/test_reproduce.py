@@ -92,18 +92,28 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     unpack_checkpoint(str(tmp_path / "piece"), str(tmp_path / "elsewhere-run"))
     assert ExperimentResult.load(str(tmp_path / "elsewhere-run")) == record
 
-    # interrupted after the checkpoint at step 3: the same command trains steps 4-6 only
+    # interrupted after the checkpoint at step 3: the same command trains steps 4-6 only. The evaluation at step 3
+    # is taken from that checkpoint's state (a sentinel accuracy written into it): a run started afresh would
+    # evaluate step 3 again and log its own number
     shutil.rmtree(run_dir / "checkpoint-6")
     os.remove(run_dir / "trainer_state.json")
+    state_file = run_dir / "checkpoint-3" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    (evaluation,) = [entry for entry in state["log_history"] if "eval_accuracy" in entry]
+    assert evaluation["step"] == 3
+    evaluation["eval_accuracy"] = 0.123
+    state_file.write_text(json.dumps(state))
     resumed = reproduce.reproduce("ndr-ctl-backward", str(output_root), "fp32", str(results_dir))
     assert resumed["training"]["steps"] == 6
+    assert [p["eval_accuracy"] for p in resumed["learning_curve"] if "eval_accuracy" in p][0] == 0.123
     assert ([p["step"] for p in resumed["learning_curve"] if "loss" in p]
             == [p["step"] for p in saved["learning_curve"] if "loss" in p])
     assert len(json.loads((run_dir / "reproduce_wall_seconds.json").read_text())) == 2
     assert not (run_dir / reproduce.PIECE_FILE).exists()  # a session that returned leaves no start behind
 
     table = reproduce.results_table(str(results_dir))
-    assert "| ndr-ctl-backward | thesis Table 5.1 | test  |" in table and "1.00" in table
+    test_accuracy = resumed["accuracy"]["test"]["all"]
+    assert "| ndr-ctl-backward | thesis Table 5.1 | test  |" in table and f"{test_accuracy:.2f}" in table
     capsys.readouterr()
     command.main(["--table", "--results_dir", str(results_dir)])
     assert capsys.readouterr().out.strip() == table.strip()
