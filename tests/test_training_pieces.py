@@ -52,8 +52,9 @@ def test_stopped_by_the_budget_packed_and_resumed_equals_one_uninterrupted_run(t
     assert json.loads((first / "trainer_state.json").read_text())["global_step"] == 9
 
     # the piece's checkpoint travels as parts; a second machine restores it and runs the same command
-    parts = pieces.pack_checkpoint(str(first / "checkpoint-9"), str(tmp_path / "out"))
-    assert all(os.path.getsize(p) <= pieces.PART_BYTES for p in parts)
+    parts = pieces.pack_checkpoint(str(first / "checkpoint-9"), str(tmp_path / "out"), part_bytes=4096,
+                                   max_parts=10**4)
+    assert len(parts) > 2 and all(os.path.getsize(p) <= 4096 for p in parts)  # cut into many parts
     second = tmp_path / "second-machine"
     restored = pieces.unpack_checkpoint(str(tmp_path / "out"), str(second))
     for name in os.listdir(first / "checkpoint-9"):  # byte for byte
@@ -190,6 +191,8 @@ def test_thesis_size_ndr_checkpoint_packs_into_at_most_8_files_of_16_mib(config,
     assert sum(os.path.getsize(p) for p in parts) >= total  # the whole checkpoint is in them
     restored = pieces.unpack_checkpoint(str(tmp_path / "out"), str(tmp_path / "restored"))
     assert sorted(os.listdir(restored)) == sorted(os.listdir(checkpoint))
+    for name in os.listdir(checkpoint):  # byte for byte, whichever part each byte travelled in
+        assert (checkpoint / name).read_bytes() == open(os.path.join(restored, name), "rb").read(), name
     shutil.rmtree(output_dir)
 
 
