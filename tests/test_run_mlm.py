@@ -1,5 +1,6 @@
 import glob
 import json
+import math
 import os
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer
 import lengthgen.modeling  # noqa: F401
 from lengthgen.cli import UsageError
 from lengthgen.commands.train import main as train
-from lengthgen.data.nsp import generate_nsp
+from lengthgen.data.nsp import generate_nsp, generate_nsp_splits
 from lengthgen.training import ExperimentResult
 from lengthgen.training.runner import ExperimentTrainer
 
@@ -75,8 +76,9 @@ def run_args(output_dir, config="hub_configs/ibert-nsp", overrides=TINY, extra=(
     ]
 
 
-def sequence_accuracy(model_dir, rows):
-    """Exact-match accuracy on the masked spans of `rows`, computed here from the saved model, one row at a time."""
+def sequence_accuracy(model_dir, rows, tokens=False):
+    """Exact-match accuracy on the masked spans of `rows` (with `tokens`, the mean over rows of the fraction of masked
+    tokens right), computed here from the saved model, one row at a time."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForMaskedLM.from_pretrained(model_dir).eval()
     correct = 0
@@ -86,7 +88,8 @@ def sequence_accuracy(model_dir, rows):
         with torch.no_grad():
             predicted = model(torch.tensor([input_ids])).logits[0].argmax(-1)
         masked = torch.tensor(input_ids) == tokenizer.mask_token_id
-        correct += bool((predicted[masked] == target_ids[masked]).all())
+        right = predicted[masked] == target_ids[masked]
+        correct += right.float().mean().item() if tokens else bool(right.all())
     return correct / len(rows)
 
 
@@ -121,15 +124,21 @@ def test_run_mlm_saves_model_tokenizer_card_metrics_and_tensorboard(tmp_path):
     assert {"config.json", "model.safetensors", "modeling_ibert.py", "tokenizer.json", "README.md",
             "all_results.json"} <= files
     assert any(f.startswith("events.out.tfevents") for _, _, fs in os.walk(tmp_path / "runs") for f in fs)
+    # the scores per difficulty are those of the saved model on each validation row alone
+    validation = generate_nsp_splits("copy", train_size=256, validation_size=32, train_difficulties=(1, 3),
+                                     validation_difficulties=(4, 5))["validation"]
     for d in (4, 5):
-        assert 0.0 <= metrics[f"eval_validation_accuracy_d{d}"] <= 1.0
+        rows = [row for row in validation if row["difficulty"] == d]
+        assert metrics[f"eval_validation_accuracy_d{d}"] == pytest.approx(sequence_accuracy(tmp_path, rows))
+        assert metrics[f"eval_validation_token_accuracy_d{d}"] == pytest.approx(
+            sequence_accuracy(tmp_path, rows, tokens=True))
     assert {"eval_validation_token_accuracy", "eval_validation_bits_per_token", "eval_validation_perplexity",
             "eval_train_accuracy", "train_samples_per_second"} <= set(metrics)
     record = ExperimentResult.load(str(tmp_path))
     assert record.head == "masked_lm" and record.scores["train"]["all"]["examples"] == 16
     card = (tmp_path / "README.md").read_text()
     assert "I-BERT: Inductive Generalization" in card and "| validation | 5 |" in card
-    # the saved checkpoint reloads and continues training (resume from a checkpoint)
+    # the saved folder loads with the Auto class
     reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
     assert type(reloaded).__name__ == "IBertForMaskedLM"
 
@@ -189,7 +198,23 @@ def test_run_mlm_on_ptb_word_fixture_builds_word_vocabulary(tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["vocab_size"] == len(tokenizer)
     buckets = sorted(int(k.rsplit("_d", 1)[1]) for k in metrics if k.startswith("eval_validation_accuracy_d"))
     assert buckets and all(b % 8 == 0 and 24 <= b <= 64 for b in buckets)
-    assert metrics["eval_validation_perplexity"] > 1
+    # perplexity: exp of the mean negative log-likelihood of every masked word of the validation split, here from
+    # the saved model, one sentence at a time
+    from lengthgen.data.ptb import generate_ptb_splits, read_ptb_sentences
+
+    sentences = read_ptb_sentences(os.path.join(fixture, "ptb.train.txt"))
+    rows = generate_ptb_splits(sentences, "word", (2, 30), (31, 64))["validation"]
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    nll, count = 0.0, 0
+    for row in rows:
+        input_ids, target_ids = tokenizer(row["input"])["input_ids"], tokenizer(row["target"])["input_ids"]
+        with torch.no_grad():
+            log_probs = model(torch.tensor([input_ids])).logits[0].log_softmax(-1)
+        for position, token in enumerate(input_ids):
+            if token == tokenizer.mask_token_id:
+                nll, count = nll - log_probs[position, target_ids[position]].item(), count + 1
+    assert count >= len(rows)
+    assert metrics["eval_validation_perplexity"] == pytest.approx(math.exp(nll / count), rel=1e-4)
 
 
 def test_run_mlm_on_an_exported_dataset_folder(tmp_path):
