@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401
@@ -22,6 +23,23 @@ SMALL = {
     "simple_arithmetic": (None, dict(train_size=300, validation_size=20, test_size=20)),
     "listops": (None, dict(train_size=500, validation_size=10, test_size=10)),
 }
+
+
+def scored_again(folder, rows, **forward) -> dict:
+    """{difficulty: (accuracy, ECE)} of the saved classifier in `folder` on `rows`, one row at a time."""
+    from lengthgen.data.scoring import expected_calibration_error
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    outcomes = {}
+    for row in rows:
+        with torch.no_grad():
+            probabilities = model(**tokenizer([row["input"]], return_tensors="pt"), **forward).logits[0].softmax(-1)
+        right = int(probabilities.argmax()) == model.config.label2id[row["target"]]
+        outcomes.setdefault(row["difficulty"], []).append((right, float(probabilities.max())))
+    return {d: (sum(r for r, _ in pairs) / len(pairs),
+                expected_calibration_error([c for _, c in pairs], [r for r, _ in pairs]))
+            for d, pairs in outcomes.items()}
 
 
 def run_classification(argv):
@@ -70,8 +88,13 @@ def test_end_to_end_with_more_steps_at_evaluation(tmp_path, monkeypatch):
     for d in (6, 7, 8):
         assert metrics[f"eval_validation_accuracy_d{d}"] == result.scores["validation"][str(d)]["accuracy"]
     assert {"eval_test_accuracy_d9", "eval_test_accuracy_d10", "eval_validation_iid_accuracy"} <= set(metrics)
-    calibration = {"eval_test_ece", "eval_test_ece_d9", "eval_test_ece_d10", "eval_validation_ece_d6"}
-    assert calibration <= set(metrics) and all(0 <= metrics[key] <= 1 for key in calibration)
+    assert {"eval_test_ece", "eval_test_ece_d9", "eval_test_ece_d10", "eval_validation_ece_d6"} <= set(metrics)
+    # the test split's accuracy and calibration per depth, measured again from the saved model at 6 steps
+    rows = build("ctl", "backward", cache_dir=str(tmp_path / "cache"), train_size=300, validation_iid_size=20,
+                 validation_size=30, test_size=20)[1]["test"]
+    for d, (accuracy, ece) in scored_again(tmp_path, rows, num_steps=6).items():
+        assert metrics[f"eval_test_accuracy_d{d}"] == pytest.approx(accuracy)
+        assert metrics[f"eval_test_ece_d{d}"] == pytest.approx(ece, abs=1e-5)
     assert (result.scores["test"]["all"]["examples"] == 20
             and set(result.scores) == {"validation_iid", "validation", "test"})
     saved = json.loads((tmp_path / "config.json").read_text())
@@ -104,7 +127,10 @@ def test_on_a_chomsky_hierarchy_class_task(tmp_path):
          "--per_device_train_batch_size", "32", "--save_strategy", "no", "--use_cpu", "--disable_tqdm", "true"]
     )
     assert list(result.scores["test"]) == ["11", "13", "15", "all"]  # expressions have odd lengths
-    assert all(0 <= entry["accuracy"] <= 1 for entry in result.scores["test"].values())
+    rows = build("chomsky_hierarchy", "modular_arithmetic", cache_dir=str(tmp_path / "cache"), train_size=256,
+                 test_size=30, train_lengths=[1, 9], test_lengths=[10, 16])[1]["test"]
+    for d, (accuracy, _) in scored_again(tmp_path, rows).items():  # per length, from the saved model
+        assert result.scores["test"][str(d)]["accuracy"] == pytest.approx(accuracy)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert sorted(saved["id2label"].values()) == ["0", "1", "2", "3", "4"]  # the residues mod 5
 
