@@ -2,10 +2,12 @@ import argparse
 import importlib.util
 import io
 import json
+import math
 import os
 import shutil
 import subprocess
 import tarfile
+import types
 
 import pytest
 
@@ -145,7 +147,6 @@ def test_cpu_precision_harness_times_both_precisions_and_compares_loss_curves(mo
         assert set(r["curves"]) == {"fp32", "bf16", "fp32_seed1"} and all(len(c) == 4 for c in r["curves"].values())
         assert r["final_loss"]["fp32"] == r["curves"]["fp32"][-1]  # the last quarter of 4 steps is one step
         assert r["curves"]["fp32"][0] == pytest.approx(r["curves"]["bf16"][0], rel=0.05)  # same weights, same batch
-    assert results["hardware"]["native_bf16"] in (True, False)
 
 
 def test_recurrence_generation_harness_times_every_way_of_generating_at_every_window(tmp_path):
@@ -185,7 +186,7 @@ def test_recurrence_memory_harness_runs_each_case_in_a_subprocess(tmp_path, mode
     assert sorted(results["peak_bytes"]) == cases  # no plain run past --max_plain_windows
     assert all(set(v) == {"step", "training"} for v in results["peak_bytes"].values())
     # the whole training footprint holds the step and more (a tiny model may not raise the peak RSS at all)
-    assert all(v["training"] >= v["step"] >= 0 for v in results["peak_bytes"].values())
+    assert all(v["training"] >= v["step"] for v in results["peak_bytes"].values())
     assert set(results["tokens_per_second"]) == {"recurrent", plain, f"{plain}, one window at a time"}
     assert results["ratio"] > 0 and results["ratio_to_one_window_at_a_time"] > 0
     saved = json.loads(output.read_text())
@@ -248,6 +249,32 @@ def test_recurrence_memory_llama_case_wraps_the_plain_llama_it_compares_with():
     assert speed["ratio"] == pytest.approx(rates["recurrent"] / rates["plain Llama"])
 
 
+def test_secret_token_loss_reads_the_token_after_each_key_by_hand():
+    """A stub model that gives the word after `key` probability 1/2 (logit ln(V - 1) among V zeros) and every other
+    prediction 1/V: the secret's loss is ln 2 after the first key and after the later ones; a reading of any other
+    position would give ln V."""
+    import torch
+
+    recurrence_synthetic = benchmark("recurrence_synthetic")
+    from lengthgen.data.tokenization import word_tokenizer
+
+    tokenizer = word_tokenizer(["key", "s0", "s1", "w0", "w1", "w2"])
+    vocab, key = len(tokenizer), tokenizer.convert_tokens_to_ids("key")
+
+    class Stub:
+        def __call__(self, ids):
+            logits = torch.zeros(1, ids.shape[1], vocab)
+            for t in range(ids.shape[1] - 1):
+                if ids[0, t] == key:
+                    logits[0, t, ids[0, t + 1]] = math.log(vocab - 1)
+            return types.SimpleNamespace(logits=logits)
+
+    documents = ["w0 key s1 w1 w2 key s1 w0", "key s0 w2 w1 key s0 key s0"]
+    for first in (True, False):
+        loss = recurrence_synthetic.secret_token_loss(Stub(), tokenizer, documents, first)
+        assert loss == pytest.approx(math.log(2), rel=1e-5)
+
+
 @pytest.mark.parametrize("family, insertion_layer", [("gpt2", 2), ("qwen3_5", 1)])
 def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_path, family, insertion_layer):
     import json
@@ -262,8 +289,8 @@ def test_recurrence_synthetic_harness_pretrains_then_fine_tunes_both_models(tmp_
          "--finetune_steps", "2", "--batch_size", "4", "--output_dir", str(tmp_path / "run"), "--json", str(output),
          "--family", family]
     )
-    for name in ("disjoint", "recurrent"):
-        assert results[name]["perplexity_per_token"] > 1 and results[name]["secret_loss_later_mentions"] > 0
+    for name in ("disjoint", "recurrent"):  # the training's own evaluation: perplexity is exp of its mean loss
+        assert results[name]["perplexity_per_token"] == pytest.approx(math.exp(results[name]["loss"]), rel=1e-6)
     recurrent = AutoConfig.from_pretrained(tmp_path / "run" / "recurrent")
     decoder = recurrent.decoder_config["model_type"] if family != "gpt2" else recurrent.model_type
     assert decoder == {"gpt2": "gpt2_recurrent", "qwen3_5": "qwen3_5_text"}[family]

@@ -44,8 +44,9 @@ def test_checkpoint_is_a_hub_folder_of_a_few_mb(folder):
     assert all(ref.split(".")[0] + ".py" in names for ref in config["auto_map"].values())  # the code travels
     assert sum(os.path.getsize(os.path.join(path, n)) for n in names) < 8 * 2**20
     data, _ = card(folder)
-    low, high = data.to_dict()["train_difficulties"]
-    assert 1 <= low <= high
+    # the papers' training ranges: I-BERT §5.1 numbers of 2-12 digits; the thesis's CTL and arithmetic depths 1-5
+    paper_range = {"nsp_inductive": [2, 12], "ctl": [1, 5], "simple_arithmetic": [1, 5]}
+    assert data.to_dict()["train_difficulties"] == paper_range[data.eval_results[0].dataset_type]
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
