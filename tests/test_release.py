@@ -443,7 +443,7 @@ def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stoppe
     monkeypatch.setattr(pieces, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
     original = runner.ExperimentTrainer._determine_best_metric
     monkeypatch.setattr(runner.ExperimentTrainer, "_determine_best_metric",
-                        lambda self, metrics, trial: original(self, metrics, trial) and self.state.global_step == 2)
+                        lambda self, metrics, trial: self.state.global_step == 2 and original(self, metrics, trial))
     output_dir = tmp_path / "run"
     run_classification(
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),
