@@ -34,6 +34,7 @@ from lengthgen.reproduction.reproduce import (
     NUM_STEPS,
     PRESETS,
     WALL_FILE,
+    check_piece,
     num_steps_table,
     reproduce,
     results_table,
@@ -45,6 +46,7 @@ from lengthgen.training.pieces import (
     unpack_unless_behind,
 )
 from lengthgen.training.results import RESULTS_FILE
+from lengthgen.training.runner import SPEC_FILE
 
 RESULTS_DIR = os.path.join("docs", "results")
 
@@ -137,6 +139,7 @@ def main(argv=None):
             continue
         output_dir = os.path.join(args.output_root, name)
         if args.unpack_from:
+            check_piece(name, args.unpack_from)
             restored = unpack_unless_behind(args.unpack_from, output_dir)
             print(f"restored {restored}" if restored else
                   f"kept {get_last_checkpoint_or_none(output_dir)}: not behind the piece in {args.unpack_from}")
@@ -147,7 +150,8 @@ def main(argv=None):
                            max_train_seconds=args.max_train_seconds, verbose=args.verbose)
         if args.pack_to:
             # the run's record goes with the piece: the folder it is unpacked into evaluates and releases as this run
-            records = [os.path.join(output_dir, WALL_FILE), os.path.join(output_dir, RESULTS_FILE)]
+            records = [os.path.join(output_dir, record) for record in (WALL_FILE, RESULTS_FILE, SPEC_FILE)
+                       if os.path.isfile(os.path.join(output_dir, record))]
             parts = pack_checkpoint(get_last_checkpoint_or_none(output_dir), args.pack_to, extra_files=records)
             print(f"packed into {len(parts)} file(s): {', '.join(parts)}")
         print(json.dumps({"name": name, "accuracy": result["accuracy"], "target": result["target"]}, indent=1))

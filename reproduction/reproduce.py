@@ -28,9 +28,9 @@ from lengthgen.cli import UsageError
 from lengthgen.data.export import train_difficulties
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.training.hardware import auto_precision, hardware
-from lengthgen.training.pieces import get_last_checkpoint_or_none
-from lengthgen.training.results import PLOT
-from lengthgen.training.runner import run_experiment
+from lengthgen.training.pieces import get_last_checkpoint_or_none, packed_file, packed_run_folder
+from lengthgen.training.results import PLOT, RESULTS_FILE
+from lengthgen.training.runner import SPEC_FILE, recipe_differences, run_experiment
 from lengthgen.training.spec import ExperimentSpec
 
 from .presets import Preset, load_reproduction_presets
@@ -45,6 +45,26 @@ def preset(name: str) -> Preset:
     if name not in PRESETS:
         raise UsageError(f"Unknown preset {name!r}; choose from {', '.join(PRESETS)}.")
     return PRESETS[name]
+
+
+def check_piece(name: str, parts_dir: str) -> None:
+    """A UsageError unless the piece in `parts_dir` (`--unpack_from`) is one of preset `name`'s run: the model and
+    data of the run record packed with it are the preset's, or, in a piece packed without one, the output folder its
+    training arguments name is `name`. Also where its parts do not join into one archive."""
+    try:
+        record = packed_file(parts_dir, SPEC_FILE) or packed_file(parts_dir, RESULTS_FILE)
+        folder = packed_run_folder(parts_dir)
+    except ValueError as error:
+        raise UsageError(f"--unpack_from: {error}") from None
+    if record:
+        earlier = json.loads(record)
+        differences = recipe_differences(earlier.get("spec", earlier), preset(name).experiment().to_dict())
+        if differences:
+            raise UsageError(f"--unpack_from {parts_dir} holds a piece of a run with another model or data than "
+                             f"{name}: {'; '.join(differences)}.")
+    elif folder is not None and folder != name:
+        raise UsageError(f"--unpack_from {parts_dir} holds a piece of the run {folder!r} (the output folder its "
+                         f"training arguments name), not of {name!r}.")
 
 
 def training_wall_seconds(output_dir: str) -> list[float]:
@@ -344,5 +364,5 @@ def results_table(results_dir: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["NUM_STEPS", "PRESETS", "WALL_FILE", "num_steps_table", "preset", "reproduce", "results_table",
-           "training_finished", "training_wall_seconds"]
+__all__ = ["NUM_STEPS", "PRESETS", "WALL_FILE", "check_piece", "num_steps_table", "preset", "reproduce",
+           "results_table", "training_finished", "training_wall_seconds"]

@@ -92,6 +92,14 @@ def test_reproduce_writes_results_and_plot_and_resumes(tiny_presets, tmp_path, c
     unpack_checkpoint(str(tmp_path / "piece"), str(tmp_path / "elsewhere-run"))
     assert ExperimentResult.load(str(tmp_path / "elsewhere-run")) == record
 
+    # the piece given to another preset is refused before anything is restored: the run record packed with it names
+    # another model
+    with pytest.raises(UsageError, match=r"holds a piece of a run with another model or data than "
+                                         r"transformer-ctl-backward: config_name 'hub_configs/ndr-ctl'"):
+        command.main(["transformer-ctl-backward", "--unpack_from", str(tmp_path / "piece"), "--output_root",
+                      str(tmp_path / "other"), "--results_dir", str(results_dir)])
+    assert not (tmp_path / "other").exists()
+
     # interrupted after the checkpoint at step 3: the same command trains steps 4-6 only. The evaluation at step 3
     # is taken from that checkpoint's state (a sentinel accuracy written into it): a run started afresh would
     # evaluate step 3 again and log its own number
@@ -178,6 +186,25 @@ def test_a_killed_session_counts_until_its_last_checkpoint(tmp_path):
 def test_command_line_mistakes_are_named_before_anything_runs(argv, message):
     with pytest.raises(UsageError, match=message):
         command.parse_args(argv)
+
+
+def test_a_piece_without_a_run_record_is_checked_by_its_runs_folder_and_a_cut_piece_is_named(tmp_path):
+    """A piece packed before run records travelled with it (as the CTL forward one in docs/results/pieces/) names its
+    run in its training arguments' output folder, read without unpickling: given to the backward preset, refused. A
+    piece whose last part is cut short does not join: refused in one line, nothing restored."""
+    shipped = os.path.join(REPO, "docs", "results", "pieces", "ndr-ctl-forward-128-8steps")
+    out = tmp_path / "runs"
+    with pytest.raises(UsageError, match="holds a piece of the run 'ndr-ctl-forward-128-8steps' .* not of "
+                                         "'ndr-ctl-backward-128-8steps'"):
+        command.main(["ndr-ctl-backward-128-8steps", "--unpack_from", shipped, "--output_root", str(out)])
+    reproduce.check_piece("ndr-ctl-forward-128-8steps", shipped)  # its own preset takes it
+    cut = tmp_path / "cut"
+    shutil.copytree(shipped, cut)
+    (last,) = sorted(cut.glob("checkpoint-*.tar.part*"))[-1:]
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    with pytest.raises(UsageError, match="do not join into a checkpoint archive: a part is missing or cut short"):
+        command.main(["ndr-ctl-forward-128-8steps", "--unpack_from", str(cut), "--output_root", str(out)])
+    assert not out.exists()
 
 
 def test_print_spec_is_the_spec_train_runs(capsys):

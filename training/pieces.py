@@ -18,8 +18,10 @@ import glob
 import io
 import json
 import os
+import pickletools
 import tarfile
 import time
+import zipfile
 
 from transformers import TrainerCallback
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
@@ -149,14 +151,49 @@ def unpack_unless_behind(parts_dir: str, output_dir: str) -> str | None:
     return unpack_checkpoint(parts_dir, output_dir)
 
 
+def packed_archive(parts_dir: str) -> tarfile.TarFile:
+    """The archive of the latest checkpoint `pack_checkpoint` wrote in `parts_dir`, its parts joined; ValueError when
+    they do not join into one (a part missing or cut short)."""
+    latest = f"checkpoint-{packed_step(parts_dir)}"
+    parts = sorted(glob.glob(os.path.join(parts_dir, latest + ".tar.part*")))
+    data = b"".join(open(p, "rb").read() for p in parts)
+    try:
+        archive = tarfile.open(fileobj=io.BytesIO(data), mode="r")
+        archive.getmembers()  # reads to the end: a truncated archive fails here, not halfway through extracting
+    except (tarfile.TarError, EOFError) as error:
+        raise ValueError(f"The parts of {latest} in {parts_dir} ({len(parts)} file(s)) do not join into a checkpoint "
+                         f"archive: a part is missing or cut short ({error}).") from None
+    return archive
+
+
+def packed_run_folder(parts_dir: str) -> str | None:
+    """The name of the output folder the packed checkpoint's run trained in, as its `training_args.bin` records it,
+    read without unpickling (no code in the file runs); None where the piece has no such file."""
+    archive = packed_archive(parts_dir)
+    name = f"checkpoint-{packed_step(parts_dir)}/training_args.bin"
+    if name not in archive.getnames():
+        return None
+    with zipfile.ZipFile(archive.extractfile(name)) as saved:  # torch.save's zip layout: <folder>/data.pkl
+        pickled = saved.read(next(n for n in saved.namelist() if n.endswith("data.pkl")))
+    strings = [arg for opcode, arg, _ in pickletools.genops(pickled) if isinstance(arg, str)]
+    for key, value in zip(strings, strings[1:]):
+        if key == "output_dir":
+            return os.path.basename(os.path.normpath(value))
+    return None
+
+
+def packed_file(parts_dir: str, name: str) -> bytes | None:
+    """The file `name` packed beside the checkpoint (`pack_checkpoint`'s `extra_files`), None where it was not."""
+    archive = packed_archive(parts_dir)
+    return archive.extractfile(name).read() if name in archive.getnames() else None
+
+
 def unpack_checkpoint(parts_dir: str, output_dir: str) -> str:
     """Join the parts `pack_checkpoint` wrote in `parts_dir` (the latest checkpoint's, when several are there) and
     extract them into `output_dir` (the best checkpoint beside it, where one was packed: the Trainer finds it there by
     its step at the next save); returns the restored checkpoint folder."""
-    latest = f"checkpoint-{packed_step(parts_dir)}"
-    parts = sorted(glob.glob(os.path.join(parts_dir, latest + ".tar.part*")))
-    data = b"".join(open(p, "rb").read() for p in parts)
+    archive = packed_archive(parts_dir)
     os.makedirs(output_dir, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(output_dir, filter="data")
-    return os.path.join(output_dir, latest)
+    with archive:
+        archive.extractall(output_dir, filter="data")
+    return os.path.join(output_dir, f"checkpoint-{packed_step(parts_dir)}")

@@ -234,12 +234,26 @@ RECIPE = {"model": ("model_name_or_path", "config_name", "model_type", "config_o
           "data": ("dataset_name", "dataset_config_name", "dataset_param", "max_train_samples")}
 
 
+def recipe_differences(earlier: dict, now: dict, recipe: dict = RECIPE) -> list[str]:
+    """The fields `recipe` names (by section) where two run records differ, each as "field earlier (asked: now)". A
+    path (a config, a checkpoint, a tokenizer, a data file) is compared by its name, so that a piece restored in
+    another checkout (`--unpack_from`) goes on."""
+    now = json.loads(json.dumps(now))  # tuples as JSON lists, as the files have them
+
+    def named(key, value):
+        paths = ("model_name_or_path", "config_name", "tokenizer_name", "train_file", "validation_file", "test_file")
+        return os.path.basename(os.path.normpath(value)) if key in paths and isinstance(value, str) else value
+
+    return [f"{key} {earlier.get(section, {}).get(key)!r} (asked: {now.get(section, {}).get(key)!r})"
+            for section, keys in recipe.items() for key in keys
+            if named(key, earlier.get(section, {}).get(key)) != named(key, now.get(section, {}).get(key))]
+
+
 def check_same_recipe(output_dir: str, recorded: dict, recipe: dict = RECIPE) -> None:
     """Before training resumes from `output_dir`'s last checkpoint: the model and data of the run that wrote it (its
     spec file, or its results' spec) must be those of `recorded` (a spec's `to_dict()`, or the sections a training
-    script records), the fields `recipe` names by section; a UsageError naming what differs otherwise. A path (a
-    config, a checkpoint, a tokenizer, a data file) is compared by its name, so that a piece restored in another
-    checkout (`--unpack_from`) goes on. Nothing is checked in a folder that records no spec."""
+    script records), the fields `recipe` names by section (`recipe_differences`); a UsageError naming what differs
+    otherwise. Nothing is checked in a folder that records no spec."""
     if os.path.isfile(os.path.join(output_dir, SPEC_FILE)):
         with open(os.path.join(output_dir, SPEC_FILE)) as f:
             earlier = json.load(f)
@@ -247,16 +261,7 @@ def check_same_recipe(output_dir: str, recorded: dict, recipe: dict = RECIPE) ->
         earlier = ExperimentResult.load(output_dir).spec
     else:
         return
-    now = json.loads(json.dumps(recorded))  # tuples as JSON lists, as the file has them
-
-    def named(key, value):
-        paths = ("model_name_or_path", "config_name", "tokenizer_name", "train_file", "validation_file", "test_file")
-        return os.path.basename(os.path.normpath(value)) if key in paths and isinstance(value, str) else value
-
-    found = [f"{key} {earlier.get(section, {}).get(key)!r} (asked: {now.get(section, {}).get(key)!r})"
-             for section, keys in recipe.items() for key in keys
-             if named(key, earlier.get(section, {}).get(key)) != named(key, now.get(section, {}).get(key))]
-    if found:
+    if found := recipe_differences(earlier, recorded, recipe):
         raise UsageError(f"{output_dir} holds a checkpoint of a run with another model or data, which this run would "
                          f"resume: {'; '.join(found)}. Give another --output_dir, or delete that folder to start "
                          "again.")
