@@ -247,6 +247,15 @@ def test_from_pretrained_gpt2_keeps_the_weights_and_auto_classes(tmp_path):
     reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "recurrent").eval()
     with torch.no_grad():
         torch.testing.assert_close(reloaded(x).logits, model(x).logits)
+    # another model's folder, which GPT2LMHeadModel would load as a random GPT-2, and a recurrent one: refused
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                 num_attention_heads=4)).save_pretrained(tmp_path / "llama")
+    with pytest.raises(ValueError, match="is a 'llama' model, not GPT-2"):
+        GPT2WithRecurrence.from_pretrained_gpt2(str(tmp_path / "llama"))
+    with pytest.raises(ValueError, match="is a GPT2WithRecurrence already: load it with from_pretrained"):
+        GPT2WithRecurrence.from_pretrained_gpt2(str(tmp_path / "recurrent"))
 
 
 @pytest.mark.parametrize(

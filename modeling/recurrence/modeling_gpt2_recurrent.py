@@ -44,8 +44,14 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
         """Load a pretrained GPT-2 (`GPT2LMHeadModel` checkpoint) unchanged and initialise the recurrence module.
 
         `recurrence_fields` are `GPT2WithRecurrenceConfig` fields (window_size, overlap, insertion_layer, ...)."""
-        from transformers import GPT2LMHeadModel
+        from transformers import AutoConfig, GPT2LMHeadModel
 
+        model_type = AutoConfig.from_pretrained(name_or_path).model_type
+        if model_type == "gpt2_recurrent":
+            raise ValueError(f"{name_or_path} is a GPT2WithRecurrence already: load it with from_pretrained.")
+        if model_type != "gpt2":  # GPT2LMHeadModel would load any other model's folder as a random GPT-2
+            raise ValueError(f"{name_or_path} is a {model_type!r} model, not GPT-2 (CausalLMWithRecurrence wraps other "
+                             "causal LMs).")
         gpt2 = GPT2LMHeadModel.from_pretrained(name_or_path)
         config = GPT2WithRecurrenceConfig(**{**gpt2.config.to_dict(), **recurrence_fields})
         model = cls(config)
