@@ -1,12 +1,16 @@
 """One-line answers to a user's mistakes, for every command.
 
 A command raises `UsageError` for a mistake in what the user asked for (a flag, a path, a value), and `run_command`
-prints `PROG: error: MESSAGE` on stderr and exits with status 2, as argparse does for a bad flag. Any other exception
+prints `PROG: error: MESSAGE` on stderr and exits with status 2; the commands' argument parsers (`OneLineErrors`) turn
+argparse's own mistakes (an unknown flag, a bad value) into UsageErrors too, without the usage block. Any other exception
 is not the user's mistake and keeps its traceback (a bug to report). `--debug` on the command line, or
 `LENGTHGEN_DEBUG=1`, shows a UsageError's traceback too.
 """
 
+import argparse
+import difflib
 import os
+import re
 import sys
 from collections.abc import Callable
 
@@ -34,6 +38,23 @@ def run_command(main: Callable, prog: str, argv: list[str] | None = None):
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"{prog}: error: {message} (--debug shows the traceback)", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+class OneLineErrors:
+    """For an argparse parser (put it first among the bases): a mistake on the command line (an unknown flag, a
+    missing or bad value) raises a UsageError, which `run_command` prints as one line, instead of argparse's usage
+    block and message; an unknown flag is answered with the nearest known one."""
+
+    def error(self, message: str):
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        flags = [a.split("=")[0] for a in unknown.group(1).split() if a.startswith("--")] if unknown else []
+        near = difflib.get_close_matches(flags[0], list(self._option_string_actions), n=1) if flags else []
+        raise UsageError(message + (f" (did you mean {near[0]}?)" if near else "") + "; --help lists the flags.") \
+            from None
+
+
+class ArgumentParser(OneLineErrors, argparse.ArgumentParser):
+    """argparse's parser with one-line errors (`OneLineErrors`)."""
 
 
 def check_positive(values: dict[str, int | float | None]) -> None:

@@ -17,12 +17,12 @@ them, and `--push_to_hub ORG` uploads each family to ORG/NAME.
 
 import argparse
 
-from lengthgen.cli import UsageError
+from lengthgen.cli import ArgumentParser, UsageError
 from lengthgen.data.export import BUILDERS, export, export_suite, parse_params
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="lengthgen data", description=__doc__,
+    parser = ArgumentParser(prog="lengthgen data", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     export_parser = commands.add_parser("export", help="write a Hub-style parquet dataset folder")

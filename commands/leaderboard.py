@@ -41,7 +41,7 @@ were drawn over their batch's padded length.
 import argparse
 import os
 
-from lengthgen.cli import UsageError, check_positive
+from lengthgen.cli import ArgumentParser, UsageError, check_positive
 from lengthgen.data.export import parse_params
 from lengthgen.leaderboard.grid import run_grid
 from lengthgen.leaderboard.models import model_names_help
@@ -51,7 +51,7 @@ from lengthgen.leaderboard.tasks import DATA_SCALES
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="lengthgen leaderboard", description=__doc__,
+    parser = ArgumentParser(prog="lengthgen leaderboard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", help=f"models (default: the protocol's board): {model_names_help()}")
     parser.add_argument("--tasks", nargs="+",

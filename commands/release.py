@@ -22,12 +22,13 @@ token.
 import argparse
 import os
 
+from lengthgen.cli import ArgumentParser
 from lengthgen.release.folder import is_release_folder, publish, release
 from lengthgen.release.hub import ReleaseError
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="lengthgen release", description=__doc__,
+    parser = ArgumentParser(prog="lengthgen release", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("output_dir",
                         help="a trained output folder, or a release folder to upload unchanged with --push")

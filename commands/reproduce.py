@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from lengthgen.cli import UsageError, check_positive
+from lengthgen.cli import ArgumentParser, UsageError, check_positive
 from lengthgen.reproduction.reproduce import (
     NUM_STEPS,
     PRESETS,
@@ -52,7 +52,7 @@ RESULTS_DIR = os.path.join("docs", "results")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="lengthgen reproduce", description=__doc__,
+    parser = ArgumentParser(prog="lengthgen reproduce", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME", help="presets (--list shows them)")
     parser.add_argument("--list", action="store_true", help="list the presets")

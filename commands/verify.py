@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 
-from lengthgen.cli import UsageError
+from lengthgen.cli import ArgumentParser, UsageError
 from lengthgen.release.verify import verify
 
 
@@ -41,7 +41,7 @@ def read_rows(path: str) -> list[dict]:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="lengthgen verify", description=__doc__,
+    parser = ArgumentParser(prog="lengthgen verify", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", metavar="folder",
                         help="release folders (model, code, tokenizer, model card)")

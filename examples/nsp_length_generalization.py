@@ -22,7 +22,7 @@ import shutil
 
 import torch
 
-from lengthgen.cli import UsageError, check_positive, run_command
+from lengthgen.cli import ArgumentParser, UsageError, check_positive, run_command
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.release.folder import release
 from lengthgen.reproduction.reproduce import preset
@@ -34,7 +34,7 @@ MODELS = {"I-BERT": "ibert-nsp-copy-small", "BERT": "bert-nsp-copy-small"}
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="copy", choices=["add", "copy", "reverse"])
     parser.add_argument("--train_digits", type=int, nargs=2, default=[1, 6], metavar=("MIN", "MAX"))
     parser.add_argument("--validation_digits", type=int, nargs=2, default=[7, 9], metavar=("MIN", "MAX"))

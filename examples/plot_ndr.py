@@ -14,7 +14,7 @@ import os
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 import lengthgen.modeling  # noqa: F401
-from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
+from lengthgen.cli import ArgumentParser, UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.plots import ndr_step_figures
 
 
@@ -30,7 +30,7 @@ def plot_ndr_steps(model, tokenizer, text: str, output: str, head: int | None = 
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model_name_or_path", required=True)
     parser.add_argument("--text", required=True, help="the input, space-separated tokens as in the dataset")
     parser.add_argument("--output", default="ndr_steps.png")

@@ -713,7 +713,7 @@ def test_a_protocol_sets_what_the_command_line_leaves_out(tmp_path):
     assert ("Protocol: chomsky; a run generalizes when its score reaches 0.9 (Delétang et al.'s threshold for a "
             "solved task); generalizing: the share of a model's runs that do."
             in open(os.path.join(out, "leaderboard.md")).read())
-    with pytest.raises(SystemExit):  # argparse names the valid protocols
+    with pytest.raises(UsageError, match=r"argument --protocol: invalid choice: 'nosuch' \(choose from 'chomsky'\)"):
         main(["--protocol", "nosuch", "--models", "lstm", "--output_dir", out])
     with pytest.raises(UsageError, match="--tasks listops: --protocol chomsky sets the data of its own tasks' "):
         main(["--protocol", "chomsky", "--models", "lstm", "--tasks", "listops", "--output_dir", out])

@@ -23,7 +23,7 @@ from transformers import TrainingArguments as HFTrainingArguments
 from transformers.integrations import TensorBoardCallback
 from transformers.integrations.integration_utils import default_logdir
 
-from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id
+from lengthgen.cli import OneLineErrors, UsageError, check_positive, local_path_or_hub_id
 from lengthgen.data.export import BUILDERS, check_params, parse_params
 
 HEADS = ("classification", "masked_lm", "answer_slots")
@@ -216,14 +216,22 @@ def check_model_paths(model_args):
             local_path_or_hub_id(getattr(model_args, flag), f"--{flag}")
 
 
+class ArgumentParser(OneLineErrors, HfArgumentParser):
+    """transformers' parser of dataclass fields, with one-line errors (an unknown flag named with the nearest known
+    one)."""
+
+
 def parse_command_line(dataclass_types: tuple, argv: list[str]) -> tuple:
     """The dataclasses of a command line, or of one JSON or YAML file named alone (as transformers' example scripts
     read them)."""
-    parser = HfArgumentParser(dataclass_types)
+    parser = ArgumentParser(dataclass_types)
     if len(argv) == 1 and argv[0].endswith((".json", ".yaml", ".yml")):
         return parser.parse_json_file(argv[0]) if argv[0].endswith(".json") else parser.parse_yaml_file(argv[0])
     lists = {option for action in parser._actions if action.nargs in ("+", "*") for option in action.option_strings}
-    return parser.parse_args_into_dataclasses(args=merge_repeated(argv, lists))
+    *parsed, rest = parser.parse_args_into_dataclasses(args=merge_repeated(argv, lists), return_remaining_strings=True)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return tuple(parsed)
 
 
 def merge_repeated(argv: list[str], flags: set[str]) -> list[str]:

@@ -29,13 +29,12 @@ import difflib
 import enum
 from dataclasses import dataclass, field
 
-from transformers import HfArgumentParser
-
 from lengthgen.cli import UsageError
 from lengthgen.data.export import parse_params
 from lengthgen.presets import dump_yaml, load_yaml
 
 from .arguments import (
+    ArgumentParser,
     DataArguments,
     DistillationArguments,
     ModelArguments,
@@ -48,9 +47,10 @@ SECTIONS = {"model": ModelArguments, "data": DataArguments, "training": Training
 NOT_RECIPE = ("output_dir", "max_train_seconds")
 
 
-def parser(prog: str | None = None) -> HfArgumentParser:
-    """The argument parser of every section's fields; `prog` names the command in its usage and errors."""
-    return HfArgumentParser(tuple(SECTIONS.values()), prog=prog)
+def parser(prog: str | None = None) -> ArgumentParser:
+    """The argument parser of every section's fields (one-line errors); `prog` names the command in its usage and
+    errors."""
+    return ArgumentParser(tuple(SECTIONS.values()), prog=prog)
 
 
 def check_names(sections: dict, source: str) -> None:
