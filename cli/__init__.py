@@ -1,5 +1,14 @@
 """What every lengthgen command shares: a mistake answered in one line (`errors`)."""
 
-from .errors import ArgumentParser, OneLineErrors, UsageError, check_positive, local_path_or_hub_id, run_command
+from .errors import (
+    ArgumentParser,
+    OneLineErrors,
+    UsageError,
+    check_positive,
+    local_path_or_hub_id,
+    run_command,
+    writable_folder,
+)
 
-__all__ = ["ArgumentParser", "OneLineErrors", "UsageError", "check_positive", "local_path_or_hub_id", "run_command"]
+__all__ = ["ArgumentParser", "OneLineErrors", "UsageError", "check_positive", "local_path_or_hub_id", "run_command",
+           "writable_folder"]

@@ -2,8 +2,8 @@
 
 A command raises `UsageError` for a mistake in what the user asked for (a flag, a path, a value), and `run_command`
 prints `PROG: error: MESSAGE` on stderr and exits with status 2; the commands' argument parsers (`OneLineErrors`) turn
-argparse's own mistakes (an unknown flag, a bad value) into UsageErrors too, without the usage block. Any other exception
-is not the user's mistake and keeps its traceback (a bug to report). `--debug` on the command line, or
+argparse's own mistakes (an unknown flag, a bad value) into UsageErrors too, without the usage block. Any other
+exception is not the user's mistake and keeps its traceback (a bug to report). `--debug` on the command line, or
 `LENGTHGEN_DEBUG=1`, shows a UsageError's traceback too.
 """
 
@@ -67,6 +67,20 @@ def check_positive(values: dict[str, int | float | None]) -> None:
             raise UsageError(f"{flag} must be at least 1, got {value}.")
         if value <= 0:
             raise UsageError(f"{flag} must be positive, got {value}.")
+
+
+def writable_folder(path: str) -> str:
+    """`path` unchanged where it can be made a folder to write in (argparse's `type=` of an output folder flag): an
+    ArgumentTypeError, which the parser answers in one line, where it or a folder above it is a file, or where the
+    nearest existing folder above it cannot be written in."""
+    existing = os.path.abspath(os.path.expanduser(path))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise argparse.ArgumentTypeError(f"{path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{path}: cannot write in {existing}")
+    return path
 
 
 def local_path_or_hub_id(value: str, flag: str) -> str:

@@ -17,7 +17,7 @@ them, and `--push_to_hub ORG` uploads each family to ORG/NAME.
 
 import argparse
 
-from lengthgen.cli import ArgumentParser, UsageError
+from lengthgen.cli import ArgumentParser, UsageError, writable_folder
 from lengthgen.data.export import BUILDERS, export, export_suite, parse_params
 
 
@@ -30,7 +30,7 @@ def main(argv=None):
     export_parser.add_argument("--all", action="store_true", help="every generated task family, all configs")
     export_parser.add_argument("--dataset_config_name", action="append",
                                help="config to export (repeatable; default: all)")
-    export_parser.add_argument("--output_dir", required=True)
+    export_parser.add_argument("--output_dir", required=True, type=writable_folder)
     export_parser.add_argument("--push_to_hub", metavar="REPO", help="also upload the folder to this dataset repo")
     export_parser.add_argument("--dataset_param", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                                help="generating parameters, e.g. train_size=1000 train_difficulties=[2,4] "

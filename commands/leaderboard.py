@@ -41,7 +41,7 @@ were drawn over their batch's padded length.
 import argparse
 import os
 
-from lengthgen.cli import ArgumentParser, UsageError, check_positive
+from lengthgen.cli import ArgumentParser, UsageError, check_positive, writable_folder
 from lengthgen.data.export import parse_params
 from lengthgen.leaderboard.grid import run_grid
 from lengthgen.leaderboard.models import model_names_help
@@ -65,7 +65,7 @@ def main(argv=None):
     parser.add_argument("--learning_rates", type=float, nargs="+",
                         help="a run at each of these peak rates (default: the budget's one rate, or the protocol's)")
     parser.add_argument("--shard", help="I/N: run only the cells of shard I of N")
-    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--output_dir", required=True, type=writable_folder)
     parser.add_argument("--data_scale", choices=sorted(DATA_SCALES),
                         help="small (the default): a CPU leaderboard's generating parameters (Chomsky train <= 20, "
                              "test 21-100); paper: the builders' defaults (Chomsky train <= 40, test 41-500)")

@@ -22,7 +22,7 @@ token.
 import argparse
 import os
 
-from lengthgen.cli import ArgumentParser
+from lengthgen.cli import ArgumentParser, writable_folder
 from lengthgen.release.folder import is_release_folder, publish, release
 from lengthgen.release.hub import ReleaseError
 
@@ -33,7 +33,8 @@ def main(argv=None):
     parser.add_argument("output_dir",
                         help="a trained output folder, or a release folder to upload unchanged with --push")
     parser.add_argument("--repo_id", required=True, help="ORG/NAME of the model repository on the Hub")
-    parser.add_argument("--target", help="folder to write (default: ./NAME); must not exist or be empty")
+    parser.add_argument("--target", type=writable_folder,
+                        help="folder to write (default: ./NAME); must not exist or be empty")
     parser.add_argument("--push", action="store_true", help="upload the folder to --repo_id")
     args = parser.parse_args(argv)
     if os.path.isdir(args.output_dir) and is_release_folder(args.output_dir):

@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from lengthgen.cli import ArgumentParser, UsageError, check_positive
+from lengthgen.cli import ArgumentParser, UsageError, check_positive, writable_folder
 from lengthgen.reproduction.reproduce import (
     NUM_STEPS,
     PRESETS,
@@ -58,7 +58,7 @@ def parse_args(argv):
     parser.add_argument("--list", action="store_true", help="list the presets")
     parser.add_argument("--table", action="store_true", help="print the Markdown table of RESULTS_DIR/*.json")
     parser.add_argument("--print_spec", action="store_true", help="print each preset's spec (YAML) and stop")
-    parser.add_argument("--output_root", default=os.path.join("outputs", "reproduce"),
+    parser.add_argument("--output_root", default=os.path.join("outputs", "reproduce"), type=writable_folder,
                         help="the runs' folders: checkpoints, logs (default outputs/reproduce)")
     parser.add_argument("--results_dir", default=RESULTS_DIR,
                         help="the results JSON and plots (default docs/results: the published ones; a scratch folder "

@@ -104,6 +104,14 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     line = error_line(capsys, train.main, [*base, *model, "--lr_decay_per_epoch", "0.97", "--lr_scheduler_type",
                                            "constant"], "lengthgen train")
     assert "--lr_decay_per_epoch is its own schedule, with AdamW: it takes no --lr_scheduler_type constant" in line
+    # training arguments out of range, an output folder that is a file
+    assert "--per_device_train_batch_size must be at least 1, got 0" in error_line(
+        capsys, train.main, [*base, *model, "--per_device_train_batch_size", "0"], "lengthgen train")
+    assert "--learning_rate must not be negative, got -0.001" in error_line(
+        capsys, train.main, [*base, *model, "--learning_rate=-1e-3"], "lengthgen train")
+    (tmp_path / "a-file").write_text("mine")
+    assert f"--output_dir {tmp_path / 'a-file'} is a file, not a folder" in error_line(
+        capsys, train.main, [*base[2:], *model, "--output_dir", str(tmp_path / "a-file")], "lengthgen train")
     # argparse's mistakes in one line, an unknown flag with the nearest known one
     assert ("lengthgen train: error: unrecognized arguments: --max_stepz 1 (did you mean --max_steps?); --help lists "
             "the flags.") in error_line(capsys, train.main, [*base, *model, "--max_stepz", "1"], "lengthgen train")
@@ -185,6 +193,9 @@ def test_lengthgen_leaderboard(capsys, tmp_path, nothing_loads):
     line = error_line(capsys, main, ["--leaderboard_only", "--output_dir", str(tmp_path)], "lengthgen leaderboard")
     assert f"No cell results in {tmp_path / 'cells'}" in line
     assert not os.path.exists(tmp_path / "cells")
+    (tmp_path / "a-file").write_text("mine")
+    line = error_line(capsys, main, [*base[:4], "--output_dir", str(tmp_path / "a-file")], "lengthgen leaderboard")
+    assert f"{tmp_path / 'a-file'} is a file, not a folder" in line
 
 
 def test_lengthgen_data(capsys, tmp_path):
@@ -200,7 +211,11 @@ def test_lengthgen_data(capsys, tmp_path):
                                              "lengthgen data")
     assert "list of 2 integers" in error_line(capsys, main, [*export, "--dataset_param", "train_difficulties=[3]"],
                                               "lengthgen data")
-    assert not os.listdir(tmp_path)  # nothing generated
+    (tmp_path / "a-file").write_text("mine")
+    line = error_line(capsys, main, ["export", "nsp_inductive", "--output_dir", str(tmp_path / "a-file" / "out")],
+                      "lengthgen data")
+    assert f"--output_dir: {tmp_path / 'a-file' / 'out'}: {tmp_path / 'a-file'} is a file, not a folder" in line
+    assert os.listdir(tmp_path) == ["a-file"]  # nothing generated
 
 
 def test_lengthgen_release_and_verify(capsys, tmp_path):

@@ -176,7 +176,13 @@ class TrainingArguments(HFTrainingArguments):
                 "--warmup_steps, instead of --lr_scheduler_type and --optim."})
 
     def __post_init__(self):
-        check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch})
+        check_positive({"--max_train_seconds": self.max_train_seconds, "--lr_decay_per_epoch": self.lr_decay_per_epoch,
+                        "--per_device_train_batch_size": self.per_device_train_batch_size,
+                        "--per_device_eval_batch_size": self.per_device_eval_batch_size})
+        if self.learning_rate < 0:
+            raise UsageError(f"--learning_rate must not be negative, got {self.learning_rate}.")
+        if self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+            raise UsageError(f"--output_dir {self.output_dir} is a file, not a folder.")
         if self.lr_decay_per_epoch is not None:
             chosen = {name: getattr(getattr(self, name), "value", getattr(self, name))
                       for name in ("lr_scheduler_type", "optim")}  # (an enum after transformers' own checks)
