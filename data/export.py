@@ -120,6 +120,9 @@ def train_difficulties(name: str, config_name: str | None = None, params: dict |
     return None if value is None else (int(value[0]), int(value[1]))
 
 
+COLUMNS = ("input", "target", "difficulty")  # every length split's rows: space-separated tokens, the split variable
+
+
 def load_splits(name: str, config_name: str | None = None, params: dict | None = None):
     """A lengthgen builder's splits (generated with `params` overridden), or anything `datasets.load_dataset` reads
     (an exported folder, a Hub repository) when `name` is not one of lengthgen's builders."""
@@ -133,11 +136,21 @@ def load_splits(name: str, config_name: str | None = None, params: dict | None =
     # export to a folder of the same name would be served the rows cached from the first, so a folder is read again
     mode = datasets.DownloadMode.FORCE_REDOWNLOAD if os.path.isdir(name) else None
     try:
-        return datasets.load_dataset(name, config_name, download_mode=mode)
+        splits = datasets.load_dataset(name, config_name, download_mode=mode)
     except ValueError as error:  # a config the folder or repository does not have: datasets lists the ones it has
         if "BuilderConfig" not in str(error):
             raise
         raise UsageError(f"--dataset_config_name of {name}: {str(error).splitlines()[0]}") from error
+    except datasets.exceptions.DatasetGenerationError as error:  # files that do not read as one table (a model folder)
+        cause = str(error.__cause__ or error).splitlines()[0]
+        raise UsageError(f"{name} does not read as a dataset: its files are not one table of rows (datasets: {cause})"
+                         ) from error
+    for split, rows in splits.items():
+        if missing := [column for column in COLUMNS if column not in rows.column_names]:
+            raise UsageError(f"{name}: split {split} lacks the column(s) {', '.join(missing)} (it has "
+                             f"{', '.join(rows.column_names)}); a length split's rows have {', '.join(COLUMNS)}, as "
+                             "`lengthgen data export` writes them.")
+    return splits
 
 
 def _card(name: str, folder: str, default_config: str) -> str:

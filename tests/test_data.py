@@ -385,6 +385,21 @@ def test_a_folder_exported_again_is_read_again(tmp_path):
     assert rows[0] != rows[1]
 
 
+def test_a_folder_of_other_rows_or_of_no_rows_is_named(tmp_path):
+    """A folder of JSON lines without a length split's columns, and a model folder, each refused in one line."""
+    from lengthgen.data.export import load_splits
+
+    (tmp_path / "reviews").mkdir()
+    for split in ("train", "validation"):
+        (tmp_path / "reviews" / f"{split}.jsonl").write_text('{"text": "a b", "label": 1}\n')
+    with pytest.raises(UsageError, match=r"reviews: split train lacks the column\(s\) input, target, difficulty "
+                                         r"\(it has text, label\)"):
+        load_splits(str(tmp_path / "reviews"))
+    model = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints", "ndr-ctl-backward")
+    with pytest.raises(UsageError, match="ndr-ctl-backward does not read as a dataset: its files are not one table"):
+        load_splits(model)
+
+
 def test_the_cache_key_of_generated_data_covers_a_generator_kept_in_its_own_module(monkeypatch):
     """NSP's generator lives in nsp.py, which the builder's module imports: a change there changes the key under which
     `datasets` caches the builder's rows, as a change in the builder's own module does."""
