@@ -429,6 +429,9 @@ def generate_chomsky_splits(
     if task not in TASKS:
         raise UsageError(f"Unknown Chomsky-hierarchy task {task!r}; expected one of {sorted(TASKS)}.")
     check_ranges(train_lengths=train_lengths, test_lengths=test_lengths)
+    for key, least in (("modulus", 2), ("vocabulary_size", 1)):
+        if task_parameters.get(key, least) < least:
+            raise UsageError(f"{key} must be at least {least}, got {task_parameters[key]}.")
     rng, splits = random.Random(seed), {}
     for split, size, lengths in (("train", train_size, train_lengths), ("test", test_size, test_lengths)):
         valid = task_lengths(task, lengths)

@@ -301,5 +301,9 @@ def test_bad_input():
         generate_chomsky_splits("parity_check", **{**SMALL, "test_lengths": (12, 20)})
     with pytest.raises(ValueError, match=r"test_lengths must be \[low, high\] with low <= high, got \[30, 13\]"):
         generate_chomsky_splits("parity_check", **{**SMALL, "test_lengths": (30, 13)})
+    with pytest.raises(ValueError, match="modulus must be at least 2, got 0"):
+        generate_chomsky_splits("cycle_navigation", **SMALL, modulus=0)
+    with pytest.raises(ValueError, match="vocabulary_size must be at least 1, got 0"):
+        generate_chomsky_splits("bucket_sort", **SMALL, vocabulary_size=0)
     with pytest.raises(ValueError, match="parity_check"):
         ChomskyHierarchy(config_name="parity")
