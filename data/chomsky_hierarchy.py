@@ -428,7 +428,7 @@ def generate_chomsky_splits(
 ) -> dict[str, list[dict]]:
     if task not in TASKS:
         raise UsageError(f"Unknown Chomsky-hierarchy task {task!r}; expected one of {sorted(TASKS)}.")
-    check_ranges(train_lengths=train_lengths, test_lengths=test_lengths)
+    check_ranges(1, train_lengths=train_lengths, test_lengths=test_lengths)
     for key, least in (("modulus", 2), ("vocabulary_size", 1)):
         if task_parameters.get(key, least) < least:
             raise UsageError(f"{key} must be at least {least}, got {task_parameters[key]}.")

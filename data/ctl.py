@@ -86,7 +86,7 @@ def generate_ctl_splits(
 ) -> dict[str, list[dict]]:
     if direction not in DIRECTIONS:
         raise UsageError(f"Unknown CTL direction {direction!r}; expected one of {DIRECTIONS}.")
-    check_ranges(train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
+    check_ranges(1, train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
     bits = max(1, (num_symbols - 1).bit_length())
     tables = ctl_tables(num_symbols, num_functions, seed)
     rng = random.Random(seed + 1)

@@ -124,7 +124,7 @@ def generate_listops_splits(
     max_length: int = 50,
     seed: int = 0,
 ) -> dict[str, list[dict]]:
-    check_ranges(train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
+    check_ranges(1, train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
     rng, seen = random.Random(seed), set()
     splits = {
         name: balanced_trees(size, depths, rng, p_op, max_args, max_length, seen, f"listops {name}")

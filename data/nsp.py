@@ -99,7 +99,7 @@ def generate_nsp_splits(
     disjoint asserts that no validation sequence holds a number as short as the longest training one. (Total token
     counts can coincide: in `add` the first number may be short.)
     """
-    check_ranges(train_difficulties=train_difficulties, validation_difficulties=validation_difficulties)
+    check_ranges(1, train_difficulties=train_difficulties, validation_difficulties=validation_difficulties)
     splits = {
         "train": generate_nsp(task, train_size, *train_difficulties, seed=seed),
         "validation": generate_nsp(task, validation_size, *validation_difficulties, seed=seed + 1),

@@ -99,7 +99,7 @@ def generate_ptb_splits(
     """Split `sentences` by length (inclusive ranges; defaults: the paper's thresholds) and mask one word each."""
     defaults = {"char": ((16, 192), (193, 224)), "word": ((2, 32), (33, 64))}[level]
     ranges = {"train": train_lengths or defaults[0], "validation": validation_lengths or defaults[1]}
-    check_ranges(train_lengths=ranges["train"], validation_lengths=ranges["validation"])
+    check_ranges(1, train_lengths=ranges["train"], validation_lengths=ranges["validation"])
     rng = random.Random(seed)
     splits = {name: [] for name in ranges}
     for words in sentences:

@@ -91,7 +91,7 @@ def generate_arithmetic_splits(
     max_length: int = 50,
     seed: int = 0,
 ) -> dict[str, list[dict]]:
-    check_ranges(train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
+    check_ranges(1, train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
     rng, seen = random.Random(seed), set()
     splits = {
         name: balanced_expressions(per_depth(size, depths), rng, p_subop, max_length, seen, f"simple_arithmetic {name}")

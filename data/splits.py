@@ -30,14 +30,14 @@ def assert_splits_disjoint(splits: dict[str, list[dict]], ignore=("validation_ii
                 raise UsageError(f"splits {a} and {b} overlap at difficulties {sorted(shared)[:10]}")
 
 
-def check_ranges(**ranges: tuple[int, int] | None) -> None:
+def check_ranges(least: int, **ranges: tuple[int, int] | None) -> None:
     """The configured difficulty ranges of a length split (`train_depths=(1, 5), test_depths=(9, 10)`; None: not
-    given) are each [low, high] with low <= high, and no two share a difficulty: checked before anything is drawn, so
-    overlapping ranges are refused even when a small sample would draw no shared difficulty."""
+    given) are each [low, high] with `least` <= low <= high, and no two share a difficulty: checked before anything is
+    drawn, so overlapping ranges are refused even when a small sample would draw no shared difficulty."""
     given = {name: value for name, value in ranges.items() if value is not None}
     for name, value in given.items():
-        if len(value) != 2 or not all(isinstance(v, int) for v in value) or value[0] > value[1]:
-            raise UsageError(f"{name} must be [low, high] with low <= high, got {list(value)}.")
+        if len(value) != 2 or not all(isinstance(v, int) for v in value) or not least <= value[0] <= value[1]:
+            raise UsageError(f"{name} must be [low, high] with {least} <= low <= high, got {list(value)}.")
     names = list(given)
     for a_index, a in enumerate(names):
         for b in names[a_index + 1 :]:

@@ -136,7 +136,7 @@ def generate_agreement_splits(
     """Train / validation / test of distinct sentences, balanced over the difficulties of each split."""
     if split_by not in ("attractors", "distance"):
         raise UsageError(f"split_by must be 'attractors' or 'distance', got {split_by!r}")
-    check_ranges(train_difficulties=train_difficulties, validation_difficulties=validation_difficulties,
+    check_ranges(0, train_difficulties=train_difficulties, validation_difficulties=validation_difficulties,
                  test_difficulties=test_difficulties)
     top = max(train_difficulties[1], validation_difficulties[1], test_difficulties[1])
     if split_by == "attractors" and top > max_modifiers:

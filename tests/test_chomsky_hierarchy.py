@@ -299,8 +299,10 @@ def test_bad_input():
         generate_chomsky_splits("binary_addition", **{**SMALL, "train_lengths": (1, 2)})
     with pytest.raises(ValueError, match=r"train_lengths \[1, 12\] and test_lengths \[12, 20\] overlap at 12-12"):
         generate_chomsky_splits("parity_check", **{**SMALL, "test_lengths": (12, 20)})
-    with pytest.raises(ValueError, match=r"test_lengths must be \[low, high\] with low <= high, got \[30, 13\]"):
+    with pytest.raises(ValueError, match=r"test_lengths must be \[low, high\] with 1 <= low <= high, got \[30, 13\]"):
         generate_chomsky_splits("parity_check", **{**SMALL, "test_lengths": (30, 13)})
+    with pytest.raises(ValueError, match=r"train_lengths must be \[low, high\] with 1 <= low <= high, got \[0, 12\]"):
+        generate_chomsky_splits("parity_check", **{**SMALL, "train_lengths": (0, 12)})  # no string has length 0
     with pytest.raises(ValueError, match="modulus must be at least 2, got 0"):
         generate_chomsky_splits("cycle_navigation", **SMALL, modulus=0)
     with pytest.raises(ValueError, match="vocabulary_size must be at least 1, got 0"):

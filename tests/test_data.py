@@ -128,11 +128,14 @@ def test_overlapping_ranges_are_refused_before_anything_is_drawn(name, ranges, m
         split_generators()[name](**ranges)
 
 
-def test_a_reversed_range_is_refused():
-    for name, ranges in [("ctl", dict(test_depths=(10, 9))), ("chomsky", dict(test_lengths=(500, 41))),
-                         ("nsp", dict(validation_difficulties=(16, 13)))]:
+def test_a_reversed_range_or_one_below_the_least_difficulty_is_refused():
+    for name, ranges, least in [("ctl", dict(test_depths=(10, 9)), 1), ("chomsky", dict(test_lengths=(500, 41)), 1),
+                                ("nsp", dict(validation_difficulties=(16, 13)), 1),
+                                ("ctl", dict(train_depths=(0, 5)), 1), ("nsp", dict(train_difficulties=(-3, 4)), 1),
+                                ("agreement", dict(train_difficulties=(-1, 1)), 0)]:
         (key, value), = ranges.items()
-        with pytest.raises(UsageError, match=rf"{key} must be \[low, high\] with low <= high, got \[{value[0]}, "):
+        with pytest.raises(UsageError, match=rf"{key} must be \[low, high\] with {least} <= low <= high, got "
+                                             rf"\[{value[0]}, {value[1]}\]"):
             split_generators()[name](**ranges)
 
 
