@@ -133,6 +133,14 @@ def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, mo
     line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "hiden_size=16"],
                       "lengthgen train")
     assert "--config_overrides: ndr has no config field 'hiden_size' (did you mean 'hidden_size'?)" in line
+    # one of lengthgen's own models reads no field its config lacks: one far from any is refused too; a value of
+    # another kind than the field's is named
+    line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "depth=3"],
+                      "lengthgen train")
+    assert "--config_overrides: ndr has no config field 'depth'." in line
+    line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "hidden_size=abc"],
+                      "lengthgen train")
+    assert "--config_overrides: hidden_size of ndr takes an integer (now 128), got 'abc'" in line
     # a value the config refuses when it is built, for a config read from a folder and for a model type's
     for source in (["--config_name", f"{REPO}/hub_configs/ibert-nsp"], ["--model_type", "inductive_bert"]):
         line = error_line(capsys, train.main, [*out, *ctl, *source, "--config_overrides", "hidden_size=66"],

@@ -854,7 +854,7 @@ def test_randomized_positions_need_a_model_that_takes_position_ids(tmp_path):
         run_experiment(spec, save=False, quiet=True)
     for encoding in ("none", "abacus"):  # a forward that takes position ids it never reads
         spec = spec.replace(model={"model_type": "position_transformer", "config_overrides": {
-            "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32, "num_layers": 1,
+            "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32, "num_hidden_layers": 1,
             "position_encoding": encoding}})
         with pytest.raises(UsageError, match=f"position_encoding '{encoding}' reads no position ids"):
             run_experiment(spec, save=False, quiet=True)

@@ -93,17 +93,25 @@ def read_config(source: str, flag: str, trust_remote_code: bool = False):
 
 
 def check_overrides(config, overrides: dict) -> None:
-    """UsageError naming an override that is not a field of `config` but nearly one (a typo, which the config would
-    keep unread); an override like no field at all is kept with a warning, as models read some fields only when set
-    (DeBERTa's `position_buckets`)."""
+    """UsageError naming an override of a field with a value of another kind (`hidden_size=abc`), or that is not a
+    field of `config` but nearly one (a typo, which the config would keep unread), or not a field of one of lengthgen's
+    own models at all; for another model an override like no field is kept with a warning, as models read some fields
+    only when set (DeBERTa's `position_buckets`)."""
     fields = [key for key in config.to_dict() if not key.startswith("_")]
-    for key in overrides:
+    own = type(config).__module__.startswith("lengthgen.")  # lengthgen's models read no field their config lacks
+    for key, value in overrides.items():
         if hasattr(config, key):
+            current = getattr(config, key)
+            kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+            if type(current) in kinds and value is not None and not (
+                    type(value) is type(current) or (type(current) is float and type(value) is int)):
+                raise UsageError(f"--config_overrides: {key} of {config.model_type} takes {kinds[type(current)]} "
+                                 f"(now {current!r}), got {value!r}.")
             continue
-        near = difflib.get_close_matches(key, fields, n=1, cutoff=0.8)
-        if near:
-            raise UsageError(f"--config_overrides: {config.model_type} has no config field {key!r} "
-                             f"(did you mean {near[0]!r}?).")
+        near = difflib.get_close_matches(key, fields, n=1, cutoff=0.8 if not own else 0.6)
+        if near or own:
+            raise UsageError(f"--config_overrides: {config.model_type} has no config field {key!r}"
+                             + (f" (did you mean {near[0]!r}?)." if near else "."))
         logger.warning("--config_overrides: %s is not a field of %s's config; set as given.", key, config.model_type)
 
 
