@@ -135,6 +135,15 @@ def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, mo
     assert "--config_overrides: ndr has no config field 'hiden_size' (did you mean 'hidden_size'?)" in line
     # one of lengthgen's own models reads no field its config lacks: one far from any is refused too; a value of
     # another kind than the field's is named
+    # a head the model has not, a folder that is not a model's
+    line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--head", "masked_lm"],
+                      "lengthgen train")
+    assert "--head masked_lm: ndr has no masked-LM model; give the head it has" in line
+    (tmp_path / "not-a-model").mkdir()
+    (tmp_path / "not-a-model" / "config.json").write_text('{"model_type": "nosuch"}')
+    line = error_line(capsys, train.main, [*out, *ctl, "--model_name_or_path", str(tmp_path / "not-a-model")],
+                      "lengthgen train")
+    assert f"--model_name_or_path {tmp_path / 'not-a-model'}: not a model folder" in line
     line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "depth=3"],
                       "lengthgen train")
     assert "--config_overrides: ndr has no config field 'depth'." in line

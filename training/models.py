@@ -90,6 +90,22 @@ def read_config(source: str, flag: str, trust_remote_code: bool = False):
     except OSError as error:
         raise UsageError(f"{flag} {source}: not a folder here, and not read from the Hub "
                          f"({str(error).splitlines()[0]})") from error
+    except (ValueError, KeyError) as error:  # a config.json of no model type transformers or lengthgen has
+        if isinstance(error, ValueError) and not any(words in str(error) for words in
+                                                     ("Unrecognized model", "does not recognize this architecture")):
+            raise
+        raise UsageError(f"{flag} {source}: not a model folder (its config.json names no model type of transformers "
+                         "or lengthgen)") from error
+
+
+def check_head(auto_class, config, head: str) -> None:
+    """UsageError where the model of `config` has no `auto_class` form (`--head masked_lm` asked of an NDR)."""
+    if type(config) in auto_class._model_mapping or auto_class.__name__ in (getattr(config, "auto_map", None) or {}):
+        return
+    kind = {"AutoModelForMaskedLM": "masked-LM", "AutoModelForSequenceClassification": "sequence-classification"}
+    raise UsageError(f"--head {head}: {config.model_type} has no {kind[auto_class.__name__]} model; give the head it "
+                     "has (classification for a sequence classifier, masked_lm for a masked LM, answer_slots for a "
+                     "reader of answer slots).")
 
 
 def check_overrides(config, overrides: dict) -> None:
@@ -154,6 +170,8 @@ def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
 
 def load_classifier(model_args: ModelArguments, tokenizer, labels):
     if model_args.model_name_or_path:
+        check_head(AutoModelForSequenceClassification, read_config(
+            model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code), "classification")
         return AutoModelForSequenceClassification.from_pretrained(
             model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
         )
@@ -163,6 +181,7 @@ def load_classifier(model_args: ModelArguments, tokenizer, labels):
     config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     config.id2label = dict(enumerate(labels))
     config.label2id = {label: i for i, label in enumerate(labels)}
+    check_head(AutoModelForSequenceClassification, config, "classification")
     return AutoModelForSequenceClassification.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
@@ -207,6 +226,8 @@ def masked_lm_tokenizer(model_args: ModelArguments, dataset_name: str, dataset_c
 
 def load_masked_lm(model_args: ModelArguments, tokenizer):
     if model_args.model_name_or_path:
+        check_head(AutoModelForMaskedLM, read_config(
+            model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code), "masked_lm")
         return AutoModelForMaskedLM.from_pretrained(
             model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
         )
@@ -216,6 +237,7 @@ def load_masked_lm(model_args: ModelArguments, tokenizer):
         config.vocab_size = len(tokenizer)
     config.pad_token_id = tokenizer.pad_token_id
     config.bos_token_id, config.eos_token_id = tokenizer.cls_token_id, tokenizer.sep_token_id
+    check_head(AutoModelForMaskedLM, config, "masked_lm")
     return AutoModelForMaskedLM.from_config(config, trust_remote_code=model_args.trust_remote_code)
 
 
