@@ -36,6 +36,15 @@ def main(argv=None):
                                help="generating parameters, e.g. train_size=1000 train_difficulties=[2,4] "
                                     "(JSON values)")
     args = parser.parse_args(argv)
+    if args.push_to_hub:  # checked before anything is generated
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:
+            validate_repo_id(f"{args.push_to_hub}/{args.name or 'x'}" if args.all else args.push_to_hub)
+        except HFValidationError as error:
+            raise UsageError(f"--push_to_hub {args.push_to_hub!r} is not a Hub "
+                             f"{'namespace' if args.all else 'repo id'}: {str(error).splitlines()[0]}") from None
     if args.all == bool(args.name):
         raise UsageError("Give a dataset name or --all, not both." if args.all else "Give a dataset name or --all.")
     if args.all:

@@ -228,6 +228,11 @@ def test_lengthgen_data(capsys, tmp_path):
                                              "lengthgen data")
     assert "list of 2 integers" in error_line(capsys, main, [*export, "--dataset_param", "train_difficulties=[3]"],
                                               "lengthgen data")
+    line = error_line(capsys, main, [*export, "--push_to_hub", "my repo"], "lengthgen data")
+    assert "--push_to_hub 'my repo' is not a Hub repo id" in line
+    line = error_line(capsys, main, ["export", "--all", "--output_dir", str(tmp_path), "--push_to_hub", "my org"],
+                      "lengthgen data")
+    assert "--push_to_hub 'my org' is not a Hub namespace" in line
     (tmp_path / "a-file").write_text("mine")
     line = error_line(capsys, main, ["export", "nsp_inductive", "--output_dir", str(tmp_path / "a-file" / "out")],
                       "lengthgen data")
