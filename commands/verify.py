@@ -50,6 +50,8 @@ def main(argv=None):
     parser.add_argument("--without_lengthgen", action="store_true", help="load only the code in the folder")
     args = parser.parse_args(argv)
     for folder in args.folders:
+        if not os.path.isdir(folder):
+            raise UsageError(f"{folder}: no such folder")
         if not os.path.isfile(os.path.join(folder, "README.md")):
             raise UsageError(f"{folder} holds no model card (README.md): not a release folder")
     rows = None

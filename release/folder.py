@@ -69,7 +69,8 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
     config, result = read_output_dir(output_dir)
     target = os.path.abspath(target or repo_id.split("/")[-1])
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        raise ReleaseError(f"Target folder {target} exists and is not empty.")
+        raise ReleaseError(f"Target {target} is a file, not a folder." if not os.path.isdir(target)
+                           else f"Target folder {target} exists and is not empty.")
 
     # the auto_map modules and their imports
     code_files = sorted(f for f in os.listdir(output_dir) if f.endswith(".py"))

@@ -21,6 +21,9 @@ CARD_ROUNDING = 5e-5  # cards state accuracies to 4 decimals
 def card_accuracy(card, folder: str, split: str) -> float:
     """The overall accuracy the card states on `split`."""
     splits = sorted({r.dataset_split for r in card.data.eval_results or []})
+    if not splits:
+        raise UsageError(f"The model card in {folder} states no results (a card of `lengthgen release` does): not a "
+                         "release folder?")
     if split not in splits:
         raise UsageError(f"The model card in {folder} has no results on split {split!r}; it has {', '.join(splits)}.")
     for result in card.data.eval_results or []:  # "sequence accuracy": cards of masked LMs released before

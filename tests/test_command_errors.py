@@ -252,6 +252,12 @@ def test_lengthgen_release_and_verify(capsys, tmp_path):
     assert "holds no trained model" in error_line(
         capsys, main, [str(tmp_path), "--repo_id", "me/x"], "lengthgen release")
     assert "holds no model card" in error_line(capsys, verify.main, [str(tmp_path)], "lengthgen verify")
+    assert f"{tmp_path / 'nosuch'}: no such folder" in error_line(capsys, verify.main, [str(tmp_path / "nosuch")],
+                                                                  "lengthgen verify")
+    (tmp_path / "trained").mkdir()  # a card without results, as a training run's own README would be
+    (tmp_path / "trained" / "README.md").write_text("---\nlicense: mit\n---\n# a model\n")
+    assert "states no results (a card of `lengthgen release` does)" in error_line(
+        capsys, verify.main, [str(tmp_path / "trained")], "lengthgen verify")
     assert "--rows: no such file" in error_line(
         capsys, verify.main, [os.path.join(REPO, "checkpoints", "ibert-nsp-copy"), "--rows", "no.jsonl"],
         "lengthgen verify")
