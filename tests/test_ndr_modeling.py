@@ -240,6 +240,14 @@ def test_bad_config_raises_value_error():
         tiny(position_encoding="relative")
     with pytest.raises(ValueError, match="multiple"):
         tiny(num_attention_heads=5)
+    with pytest.raises(ValueError, match="num_attention_heads must be a positive integer, got 0"):
+        tiny(num_attention_heads=0)  # not a division by zero
+    with pytest.raises(ValueError, match="hidden_size must be a positive integer, got '64'"):
+        tiny(hidden_size="64")
+    with pytest.raises(ValueError, match="vocab_size must be a positive integer, got 0"):
+        tiny(vocab_size=0)
+    with pytest.raises(ValueError, match=r"hidden_dropout_prob must lie in \[0, 1\), got 2.0"):
+        tiny(hidden_dropout_prob=2.0)
 
 
 def test_save_load_and_trust_remote_code_without_lengthgen(tmp_path):

@@ -102,6 +102,15 @@ class NDRConfig(PretrainedConfig):
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size),
+                            ("num_attention_heads", num_attention_heads), ("intermediate_size", intermediate_size)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name, value in (("hidden_dropout_prob", hidden_dropout_prob),
+                            ("attention_query_dropout", attention_query_dropout),
+                            ("attention_key_dropout", attention_key_dropout), ("gate_dropout", gate_dropout)):
+            if not 0 <= value < 1:
+                raise ValueError(f"{name} must lie in [0, 1), got {value!r}")
         if attention_type == "geometric" and position_encoding in ("relative", "abs_rel_gated"):
             raise ValueError(f"position_encoding={position_encoding!r} is defined for softmax attention only")
         if hidden_size % num_attention_heads:
