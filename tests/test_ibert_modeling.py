@@ -254,6 +254,8 @@ def test_sequence_classification_loss():
         (lambda m: m(torch.zeros(2, 0, dtype=torch.long)), "Empty sequence"),
         (lambda m: m(torch.ones(2, 4, dtype=torch.long), labels=torch.ones(2, 5, dtype=torch.long)),
          "labels have shape"),
+        (lambda m: m(torch.ones(1, 3, dtype=torch.long), labels=torch.tensor([[-100, 23, -100]])),
+         r"Label 23 is outside the vocabulary \[0, 23\)"),
         (lambda m: m(torch.ones(2, 4, dtype=torch.long), attention_mask=torch.ones(2, 3)), "attention_mask has shape"),
         (lambda m: m(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.tensor([[0, 1, 1, 1]])), "right padding"),
         (lambda m: m(torch.ones(2, 4, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0]])),

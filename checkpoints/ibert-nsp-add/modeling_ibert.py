@@ -436,6 +436,11 @@ class IBertForMaskedLM(IBertPreTrainedModel):
             expected = tuple(input_ids.shape) if input_ids is not None else tuple(inputs_embeds.shape[:-1])
             if tuple(labels.shape) != expected:
                 raise ValueError(f"labels have shape {tuple(labels.shape)}, expected the input shape {expected}.")
+            if _values_are_free(labels):
+                outside = labels[(labels != -100) & ((labels < 0) | (labels >= self.config.vocab_size))]
+                if outside.numel():
+                    raise ValueError(f"Label {int(outside[0])} is outside the vocabulary [0, {self.config.vocab_size}) "
+                                     "(-100 marks a position without loss).")
         flags = {"output_attentions": output_attentions, "output_hidden_states": output_hidden_states}
         outputs = self.ibert(  # unset flags: the config's, as capture_outputs reads it
             input_ids,
