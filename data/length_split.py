@@ -55,6 +55,14 @@ class LengthSplitBuilder(datasets.GeneratorBasedBuilder):
     CITATION = ""
 
     def __init__(self, *args, **kwargs):
+        from .export import BUILDERS, check_params  # (export imports the builders)
+
+        # generating parameters checked as the command line's are (names, kinds, sizes), before datasets reads them
+        builder_arguments = inspect.signature(datasets.DatasetBuilder.__init__).parameters
+        params = {key: value for key, value in kwargs.items() if key not in builder_arguments}
+        name = next((name for name, builder in BUILDERS.items() if builder is type(self)), None)
+        if name and params:
+            check_params(name, kwargs.get("config_name"), params)
         kwargs.setdefault("hash", source_hash(type(self)))  # the generator's code is part of the cache key
         super().__init__(*args, **kwargs)
 

@@ -146,6 +146,18 @@ def test_nsp_same_seed_same_rows_other_seed_other_rows():
     assert a == b and a != c
 
 
+def test_a_builder_checks_its_generating_parameters_as_the_command_line_does(tmp_path):
+    from lengthgen.data.chomsky_hierarchy import ChomskyHierarchy
+
+    with pytest.raises(UsageError, match="train_size of nsp_inductive must be at least 1, got 0"):
+        NSPInductive(config_name="add", train_size=0, cache_dir=str(tmp_path))
+    with pytest.raises(UsageError, match=r"train_size of nsp_inductive takes an integer \(default 25600\), got '10'"):
+        NSPInductive(config_name="add", train_size="10", cache_dir=str(tmp_path))
+    with pytest.raises(UsageError, match="chomsky_hierarchy has no generating parameter 'train_sizes'; its parameters: "
+                                         "train_size, train_lengths"):
+        ChomskyHierarchy(config_name="parity_check", train_sizes=5, cache_dir=str(tmp_path))
+
+
 def test_unknown_config_raises_value_error(tmp_path):
     with pytest.raises(ValueError, match="mul"):
         NSPInductive(config_name="mul", cache_dir=str(tmp_path))
