@@ -109,6 +109,10 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
         capsys, train.main, [*base, *model, "--per_device_train_batch_size", "0"], "lengthgen train")
     assert "--learning_rate must not be negative, got -0.001" in error_line(
         capsys, train.main, [*base, *model, "--learning_rate=-1e-3"], "lengthgen train")
+    assert "--max_steps must be at least 1 (or -1: train --num_train_epochs), got 0" in error_line(
+        capsys, train.main, [*base, *model, "--max_steps", "0"], "lengthgen train")
+    assert "--num_train_epochs must be positive, got 0.0" in error_line(
+        capsys, train.main, [*base, *model, "--num_train_epochs", "0"], "lengthgen train")
     (tmp_path / "a-file").write_text("mine")
     assert f"--output_dir {tmp_path / 'a-file'} is a file, not a folder" in error_line(
         capsys, train.main, [*base[2:], *model, "--output_dir", str(tmp_path / "a-file")], "lengthgen train")

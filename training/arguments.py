@@ -181,6 +181,11 @@ class TrainingArguments(HFTrainingArguments):
                         "--per_device_eval_batch_size": self.per_device_eval_batch_size})
         if self.learning_rate < 0:
             raise UsageError(f"--learning_rate must not be negative, got {self.learning_rate}.")
+        if self.max_steps == 0 or self.max_steps < -1:
+            raise UsageError(f"--max_steps must be at least 1 (or -1: train --num_train_epochs), got {self.max_steps}.")
+        if self.max_steps == -1 and self.num_train_epochs <= 0:
+            raise UsageError(f"--num_train_epochs must be positive, got {self.num_train_epochs} (evaluating a trained "
+                             "model needs no training: leave out --do_train).")
         if self.output_dir and os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
             raise UsageError(f"--output_dir {self.output_dir} is a file, not a folder.")
         if self.lr_decay_per_epoch is not None:
