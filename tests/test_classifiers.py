@@ -143,3 +143,14 @@ def test_an_ndr_reads_inputs_longer_than_max_position_embeddings(encoding):
     roomy.load_state_dict(model.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(model(inputs(length=9)).logits, roomy(inputs(length=9)).logits, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model_type", ["inductive_bert", "ndr", "universal_transformer", "position_transformer",
+                                        "lstm_classifier", "stack_rnn", "tape_rnn"])
+@pytest.mark.parametrize("field, value", [("hidden_size", "64"), ("hidden_size", 0), ("vocab_size", -1)])
+def test_every_config_names_a_size_that_is_not_a_positive_integer(model_type, field, value):
+    """Before any division by it or tensor of its size: a ValueError naming the field and the value given."""
+    from transformers import AutoConfig
+
+    with pytest.raises(ValueError, match=rf"{field} must be (a positive integer|an integer >= 1), got {value!r}"):
+        AutoConfig.for_model(model_type, **{field: value})

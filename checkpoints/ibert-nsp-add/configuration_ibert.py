@@ -9,6 +9,14 @@ POSITION_EMBEDDING_TYPES = ("none", "absolute")
 RECURRENT_CELLS = ("lstm", "gru")
 
 
+# Copied from lengthgen.modeling.ndr.configuration_ndr._check_sizes
+def _check_sizes(**sizes):
+    """ValueError naming the first of `sizes` (a config's widths and counts) that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class IBertConfig(PretrainedConfig):
     r"""
     Configuration of an I-BERT model. Field names follow `BertConfig`; the last three fields carry the ablations of
@@ -69,6 +77,8 @@ class IBertConfig(PretrainedConfig):
             )
         if recurrent_cell not in RECURRENT_CELLS:
             raise ValueError(f"recurrent_cell must be one of {RECURRENT_CELLS}, got {recurrent_cell!r}")
+        _check_sizes(vocab_size=vocab_size, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
+                     intermediate_size=intermediate_size)
         if hidden_size % 2:
             raise ValueError(f"hidden_size must be even (hidden_size // 2 units per LSTM direction), got {hidden_size}")
         if hidden_size % num_attention_heads:

@@ -8,6 +8,13 @@ UPDATE_NORMALIZATIONS = ("layernorm", "tanh")
 CLASSIFIER_POSITIONS = ("last", "first")
 
 
+def _check_sizes(**sizes):
+    """ValueError naming the first of `sizes` (a config's widths and counts) that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class NDRConfig(PretrainedConfig):
     r"""
     Configuration of a Neural Data Router: one transformer layer, shared across `num_layers` steps, with a copy gate
@@ -102,10 +109,8 @@ class NDRConfig(PretrainedConfig):
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        for name, value in (("vocab_size", vocab_size), ("hidden_size", hidden_size),
-                            ("num_attention_heads", num_attention_heads), ("intermediate_size", intermediate_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        _check_sizes(vocab_size=vocab_size, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
+                     intermediate_size=intermediate_size)
         for name, value in (("hidden_dropout_prob", hidden_dropout_prob),
                             ("attention_query_dropout", attention_query_dropout),
                             ("attention_key_dropout", attention_key_dropout), ("gate_dropout", gate_dropout)):

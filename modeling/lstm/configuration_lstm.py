@@ -3,6 +3,14 @@
 from transformers import PretrainedConfig
 
 
+# Copied from lengthgen.modeling.ndr.configuration_ndr._check_sizes
+def _check_sizes(**sizes):
+    """ValueError naming the first of `sizes` (a config's widths and counts) that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class LSTMClassifierConfig(PretrainedConfig):
     r"""
     An LSTM over token embeddings that classifies from its state at the last real token: the recurrent model of
@@ -28,8 +36,7 @@ class LSTMClassifierConfig(PretrainedConfig):
 
     def __init__(self, vocab_size=32, hidden_size=128, num_layers=1, bidirectional=False, hidden_dropout_prob=0.1,
                  initializer_range=0.02, pad_token_id=0, **kwargs):
-        if num_layers < 1 or hidden_size < 1:
-            raise ValueError(f"num_layers and hidden_size must be >= 1, got {num_layers} and {hidden_size}")
+        _check_sizes(vocab_size=vocab_size, hidden_size=hidden_size, num_layers=num_layers)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers

@@ -9,6 +9,14 @@ POSITION_ENCODINGS = ("none", "absolute", "rope", "t5_bias", "fire", "alibi", "a
 CLASSIFIER_POSITIONS = ("first", "last")
 
 
+# Copied from lengthgen.modeling.ndr.configuration_ndr._check_sizes
+def _check_sizes(**sizes):
+    """ValueError naming the first of `sizes` (a config's widths and counts) that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class PositionTransformerConfig(PretrainedConfig):
     r"""
     Configuration of a Position Transformer: token embeddings, `num_hidden_layers` pre-LayerNorm blocks (self-attention
@@ -118,6 +126,8 @@ class PositionTransformerConfig(PretrainedConfig):
     ):
         if position_encoding not in POSITION_ENCODINGS:
             raise ValueError(f"position_encoding must be one of {POSITION_ENCODINGS}, got {position_encoding!r}")
+        _check_sizes(vocab_size=vocab_size, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
+                     intermediate_size=intermediate_size)
         if hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size ({hidden_size}) must be a multiple of num_attention_heads ({num_attention_heads})"

@@ -8,6 +8,14 @@ CLASSIFIER_POSITIONS = ("first", "last")
 ACT_ACCUMULATIONS = ("sum", "interpolate")
 
 
+# Copied from lengthgen.modeling.ndr.configuration_ndr._check_sizes
+def _check_sizes(**sizes):
+    """ValueError naming the first of `sizes` (a config's widths and counts) that is not a positive integer."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
 class UniversalTransformerConfig(PretrainedConfig):
     r"""
     Configuration of a Universal Transformer encoder: one post-LayerNorm transformer layer applied `num_layers` times
@@ -99,6 +107,8 @@ class UniversalTransformerConfig(PretrainedConfig):
             raise ValueError(f"classifier_position must be one of {CLASSIFIER_POSITIONS}, got {classifier_position!r}")
         if is_causal and classifier_position == "first":
             raise ValueError("A causal model's first column sees only the first token: use classifier_position='last'")
+        _check_sizes(vocab_size=vocab_size, hidden_size=hidden_size, num_attention_heads=num_attention_heads,
+                     intermediate_size=intermediate_size)
         if hidden_size % num_attention_heads:
             raise ValueError(
                 f"hidden_size ({hidden_size}) must be a multiple of num_attention_heads ({num_attention_heads})"
