@@ -436,14 +436,15 @@ def test_a_run_stopped_by_its_time_budget_records_the_recipe_and_where_it_stoppe
     """The card's command is the recipe without the session's budget; it says how many steps were trained and which
     checkpoint's weights were kept, as the Trainer's own trainer_state.json records them. A clock that advances one
     second per reading stops the run after step 9 of a 10 s budget, whatever the machine's speed; only step 2's
-    evaluation counts as a best, so the weights kept are not the last step's."""
+    evaluation counts as a best (the evaluation at the run's start, which measures the cost of one, is no candidate),
+    so the weights kept are not the last step's."""
     from lengthgen.training import pieces, runner
 
     ticks = iter(range(10**6))
     monkeypatch.setattr(pieces, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
     original = runner.ExperimentTrainer._determine_best_metric
     monkeypatch.setattr(runner.ExperimentTrainer, "_determine_best_metric",
-                        lambda self, metrics, trial: self.state.global_step == 2 and original(self, metrics, trial))
+                        lambda self, metrics, trial: original(self, metrics, trial) and self.state.global_step == 2)
     output_dir = tmp_path / "run"
     run_classification(
         ["--config_name", os.path.join(REPO, "hub_configs/ndr-ctl"),

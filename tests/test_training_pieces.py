@@ -286,9 +286,10 @@ def test_the_per_epoch_decay_warms_up_as_transformers_schedules_do():
 def test_a_first_piece_measures_an_evaluation_before_it_depends_on_one(tmp_path, monkeypatch):
     """Steps of 1 s, evaluations of 10 s every 8 steps, a budget of 14 s. Knowing no evaluation's cost, the budget
     would let step 8 end at 10 s (8 + 2 x 1 <= 14) and its evaluation end at 18 s, past the budget. The first piece
-    evaluates after step 1 instead (1 s to 11 s): step 2 ends at 12 s, its interval (11 s) holds that evaluation, and
-    12 + 2 x 11 > 14 stops the run there, within the budget. A piece resumed with an evaluation on record does not
-    evaluate early. (The evaluation of every split after training is the runner's, outside the training budget.)"""
+    evaluates at its start instead (0 s to 10 s, as `eval_on_start` does: no best model chosen, nothing saved): step 1
+    ends at 11 s, its interval holds that evaluation, and 11 + 2 x 11 > 14 stops the run there, within the budget. A
+    piece resumed with an evaluation on record does not evaluate at its start. (The evaluation of every split after
+    training is the runner's, outside the training budget.)"""
     from lengthgen.training import runner
 
     clock = {"now": -1.0}
@@ -311,13 +312,15 @@ def test_a_first_piece_measures_an_evaluation_before_it_depends_on_one(tmp_path,
     out = tmp_path / "run"
     budget = ["--max_train_seconds", "14", "--eval_strategy", "steps", "--eval_steps", "8", "--do_eval"]
     train(out, extra=budget)
-    assert during_training == [(1, 1.0)]  # started at 1 s, finished at 11 s
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2 and (out / "checkpoint-2").is_dir()
+    assert during_training == [(0, 0.0)]  # started at 0 s, finished at 10 s
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 1 and (out / "checkpoint-1").is_dir() and state["best_global_step"] is None
+    assert not torch.load(out / "checkpoint-1" / "training_args.bin", weights_only=False).eval_on_start
 
-    during_training.clear()  # the next piece: an evaluation on record, so none after its first step (3)
+    during_training.clear()  # the next piece: an evaluation on record, so none at its start (step 1)
     clock["now"] = -1.0
     train(out, extra=budget)
-    assert during_training and during_training[0][0] != 3
+    assert during_training and during_training[0][0] != 1
 
 
 def test_a_budget_that_stops_a_run_saving_only_its_best_still_leaves_the_checkpoint_to_resume(tmp_path, monkeypatch):
@@ -328,7 +331,7 @@ def test_a_budget_that_stops_a_run_saving_only_its_best_still_leaves_the_checkpo
 
     original = runner.ExperimentTrainer._determine_best_metric
     monkeypatch.setattr(runner.ExperimentTrainer, "_determine_best_metric",
-                        lambda self, metrics, trial: self.state.global_step == 3 and original(self, metrics, trial))
+                        lambda self, metrics, trial: original(self, metrics, trial) and self.state.global_step == 3)
     ticks = iter(range(10**6))  # as above: the budget of 10 s stops after step 9
     monkeypatch.setattr(pieces, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
     out = tmp_path / "run"

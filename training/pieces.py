@@ -38,11 +38,11 @@ class TimeBudgetCallback(TrainerCallback):
     The budget counts from the start of training (`on_train_begin`). After each step the callback compares the time
     left with twice the longest interval between two step ends seen so far (an interval that held an evaluation or a
     save counts as it was) and stops when it would not fit. A resumed run starts from the longest evaluation its log
-    history records (per step, its splits' runtimes summed). A run that evaluates but has no evaluation on record yet
-    (a first piece) evaluates once after its first step, so that the interval holding it measures what an evaluation
-    costs: no piece starts an evaluation it cannot finish. Under `save_strategy="best"` the step it stops at is saved
-    without its evaluation, which would let the Trainer save it only as a new best (the next piece evaluates at its
-    next evaluation step). `clock` is for tests.
+    history records (per step, its splits' runtimes summed). A run that evaluates but has no evaluation on record
+    yet (a first piece) evaluates once at its start, as `eval_on_start` does (no best model chosen, nothing saved),
+    so that the first step's interval holds what an evaluation costs: no piece starts an evaluation it cannot
+    finish. Under `save_strategy="best"` the step it stops at is saved without its evaluation, which would let the
+    Trainer save it only as a new best (the next piece evaluates at its next evaluation step). `clock` is for tests.
     """
 
     def __init__(self, seconds: float, clock=None):
@@ -54,7 +54,11 @@ class TimeBudgetCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = self.last = self.clock()
         self.longest = longest_evaluation(state.log_history)
-        self.measure_evaluation = not self.longest and args.eval_strategy != IntervalStrategy.NO
+        # the Trainer reads eval_on_start right after this call; set back after the first step
+        self.measuring = not self.longest and args.eval_strategy != IntervalStrategy.NO and not getattr(
+            args, "eval_on_start", False)
+        if self.measuring:
+            args.eval_on_start = True
 
     def on_step_end(self, args, state, control, **kwargs):
         now = self.clock()
@@ -66,10 +70,12 @@ class TimeBudgetCallback(TrainerCallback):
             if args.save_strategy == "best":  # which saves after an evaluation only a new best: the next piece's start
                 control.should_evaluate = False
             self.stopped_at = state.global_step
-        elif self.measure_evaluation:  # its cost, in the next interval, before any step depends on it
-            control.should_evaluate = True
-        self.measure_evaluation = False
+        self.on_train_end(args, state, control)
         return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.measuring:  # as given, for the checkpoints' training arguments and the next piece
+            args.eval_on_start, self.measuring = False, False
 
 
 def longest_evaluation(log_history: list[dict]) -> float:
