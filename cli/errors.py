@@ -48,7 +48,11 @@ class OneLineErrors:
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (.*)", message)
         flags = [a.split("=")[0] for a in unknown.group(1).split() if a.startswith("--")] if unknown else []
-        near = difflib.get_close_matches(flags[0], list(self._option_string_actions), n=1) if flags else []
+        known = list(self._option_string_actions)  # and a subcommand's, whose unknown flags its parent reports
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                known += [flag for parser in action.choices.values() for flag in parser._option_string_actions]
+        near = difflib.get_close_matches(flags[0], known, n=1) if flags else []
         raise UsageError(message + (f" (did you mean {near[0]}?)" if near else "") + "; --help lists the flags.") \
             from None
 
@@ -70,10 +74,11 @@ def check_positive(values: dict[str, int | float | None]) -> None:
 
 
 def writable_folder(path: str) -> str:
-    """`path` unchanged where it can be made a folder to write in (argparse's `type=` of an output folder flag): an
+    """`path` (`~` expanded) where it can be made a folder to write in (argparse's `type=` of an output folder flag): an
     ArgumentTypeError, which the parser answers in one line, where it or a folder above it is a file, or where the
     nearest existing folder above it cannot be written in."""
-    existing = os.path.abspath(os.path.expanduser(path))
+    path = os.path.expanduser(path)
+    existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):

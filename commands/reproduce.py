@@ -58,7 +58,7 @@ def parse_args(argv):
     parser.add_argument("--list", action="store_true", help="list the presets")
     parser.add_argument("--table", action="store_true", help="print the Markdown table of RESULTS_DIR/*.json")
     parser.add_argument("--print_spec", action="store_true", help="print each preset's spec (YAML) and stop")
-    parser.add_argument("--output_root", default=os.path.join("outputs", "reproduce"), type=writable_folder,
+    parser.add_argument("--output_root", default=os.path.join("outputs", "reproduce"),
                         help="the runs' folders: checkpoints, logs (default outputs/reproduce)")
     parser.add_argument("--results_dir", default=RESULTS_DIR,
                         help="the results JSON and plots (default docs/results: the published ones; a scratch folder "
@@ -108,6 +108,11 @@ def parse_args(argv):
                          "the first piece of a run goes without --unpack_from.")
     if not (args.names or args.list or args.table):
         raise UsageError("name a preset (--list shows them), or ask for --list or --table")
+    if args.names and not args.print_spec:  # a preset runs: its folder is made under --output_root
+        try:
+            args.output_root = writable_folder(args.output_root)
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(f"--output_root: {error}") from None
     return args
 
 

@@ -50,7 +50,8 @@ def preset(name: str) -> Preset:
 def check_piece(name: str, parts_dir: str) -> None:
     """A UsageError unless the piece in `parts_dir` (`--unpack_from`) is one of preset `name`'s run: the model and
     data of the run record packed with it are the preset's, or, in a piece packed without one, the output folder its
-    training arguments name is `name`. Also where its parts do not join into one archive."""
+    training arguments name is `name` or a preset of the same model and data. Also where its parts do not join into
+    one archive."""
     try:
         record = packed_file(parts_dir, SPEC_FILE) or packed_file(parts_dir, RESULTS_FILE)
         folder = packed_run_folder(parts_dir)
@@ -62,7 +63,9 @@ def check_piece(name: str, parts_dir: str) -> None:
         if differences:
             raise UsageError(f"--unpack_from {parts_dir} holds a piece of a run with another model or data than "
                              f"{name}: {'; '.join(differences)}.")
-    elif folder is not None and folder != name:
+    elif folder is not None and folder != name and (folder not in PRESETS or recipe_differences(
+            preset(folder).experiment().to_dict(), preset(name).experiment().to_dict())):
+        # (a preset that goes on from another's piece, as the annealed ListOps runs do, has its model and data)
         raise UsageError(f"--unpack_from {parts_dir} holds a piece of the run {folder!r} (the output folder its "
                          f"training arguments name), not of {name!r}.")
 

@@ -137,8 +137,6 @@ def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, mo
     line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "hiden_size=16"],
                       "lengthgen train")
     assert "--config_overrides: ndr has no config field 'hiden_size' (did you mean 'hidden_size'?)" in line
-    # one of lengthgen's own models reads no field its config lacks: one far from any is refused too; a value of
-    # another kind than the field's is named
     # a head the model has not, a folder that is not a model's
     line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--head", "masked_lm"],
                       "lengthgen train")
@@ -148,6 +146,8 @@ def test_lengthgen_train_names_mistakes_found_while_loading(capsys, tmp_path, mo
     line = error_line(capsys, train.main, [*out, *ctl, "--model_name_or_path", str(tmp_path / "not-a-model")],
                       "lengthgen train")
     assert f"--model_name_or_path {tmp_path / 'not-a-model'}: not a model folder" in line
+    # one of lengthgen's own models reads no field its config lacks: one far from any is refused too; a value of
+    # another kind than the field's is named, but an integer for a number field is one
     line = error_line(capsys, train.main, [*out, *ctl, "--model_type", "ndr", "--config_overrides", "depth=3"],
                       "lengthgen train")
     assert "--config_overrides: ndr has no config field 'depth'." in line
@@ -237,6 +237,8 @@ def test_lengthgen_data(capsys, tmp_path):
     line = error_line(capsys, main, ["export", "--all", "--output_dir", str(tmp_path), "--push_to_hub", "my org"],
                       "lengthgen data")
     assert "--push_to_hub 'my org' is not a Hub namespace" in line
+    line = error_line(capsys, main, [*export, "--dataset_parm", "train_size=8"], "lengthgen data")
+    assert "unrecognized arguments: --dataset_parm train_size=8 (did you mean --dataset_param?)" in line  # export's
     (tmp_path / "a-file").write_text("mine")
     line = error_line(capsys, main, ["export", "nsp_inductive", "--output_dir", str(tmp_path / "a-file" / "out")],
                       "lengthgen data")

@@ -198,6 +198,11 @@ def test_a_piece_without_a_run_record_is_checked_by_its_runs_folder_and_a_cut_pi
                                          "'ndr-ctl-backward-128-8steps'"):
         command.main(["ndr-ctl-backward-128-8steps", "--unpack_from", shipped, "--output_root", str(out)])
     reproduce.check_piece("ndr-ctl-forward-128-8steps", shipped)  # its own preset takes it
+    # and a preset that goes on from another's piece (same model and data, another schedule) takes that one
+    listops = os.path.join(REPO, "docs", "results", "pieces", "ndr-listops-128-binned-40k")
+    reproduce.check_piece("ndr-listops-128-binned-40k-decay-6k", listops)
+    with pytest.raises(UsageError, match="holds a piece of the run 'ndr-listops-128-binned-40k'"):
+        reproduce.check_piece("ndr-ctl-forward-128-8steps", listops)
     cut = tmp_path / "cut"
     shutil.copytree(shipped, cut)
     (last,) = sorted(cut.glob("checkpoint-*.tar.part*"))[-1:]
@@ -205,6 +210,16 @@ def test_a_piece_without_a_run_record_is_checked_by_its_runs_folder_and_a_cut_pi
     with pytest.raises(UsageError, match="do not join into a checkpoint archive: a part is missing or cut short"):
         command.main(["ndr-ctl-forward-128-8steps", "--unpack_from", str(cut), "--output_root", str(out)])
     assert not out.exists()
+
+
+def test_output_root_is_checked_only_when_a_preset_runs(tmp_path, monkeypatch):
+    """A file where the default output root would go does not stop --list, --table or --print_spec; a preset that
+    would run is refused in one line before anything is made."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").write_text("mine")
+    assert command.parse_args(["--list"]).list and command.parse_args(["ndr-ctl-backward", "--print_spec"]).print_spec
+    with pytest.raises(UsageError, match=r"--output_root: outputs/reproduce: .*outputs is a file, not a folder"):
+        command.parse_args(["ndr-ctl-backward"])
 
 
 def test_print_spec_is_the_spec_train_runs(capsys):

@@ -1,3 +1,4 @@
+import pytest
 import torch
 from transformers import AutoModelForSequenceClassification
 
@@ -20,3 +21,23 @@ def test_predict_classes_in_padded_batches_answers_as_one_problem_at_a_time():
     alone = [model(**tokenizer([p], return_tensors="pt"), num_steps=5).logits.argmax(-1).item() for p in problems]
     assert batched.tolist() == alone and len(set(alone)) > 1
     assert predict_classes(model, tokenizer, problems, num_steps=1).tolist() != alone  # num_steps reaches the model
+
+
+def test_config_overrides_take_values_of_their_fields_kinds():
+    """An integer stands for a number (initializer_range=1), None for any field; a string for an integer does not,
+    and one of lengthgen's own models refuses a field it lacks, where another model's config keeps it (it may read
+    some fields only when set)."""
+    from transformers import AutoConfig, BertConfig
+
+    from lengthgen.cli import UsageError
+    from lengthgen.training.models import check_overrides
+
+    ndr = AutoConfig.for_model("ndr")
+    check_overrides(ndr, {"initializer_range": 1, "num_steps": None, "hidden_size": 64})
+    with pytest.raises(UsageError, match=r"hidden_size of ndr takes an integer \(now 128\), got '64'"):
+        check_overrides(ndr, {"hidden_size": "64"})
+    with pytest.raises(UsageError, match=r"hidden_dropout_prob of ndr takes a number \(now 0.1\), got True"):
+        check_overrides(ndr, {"hidden_dropout_prob": True})
+    with pytest.raises(UsageError, match="ndr has no config field 'depth'"):
+        check_overrides(ndr, {"depth": 3})
+    check_overrides(BertConfig(), {"depth": 3})  # kept, with a warning
