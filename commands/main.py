@@ -13,6 +13,7 @@ is answered in one line naming the flag, path or value, with exit status 2; anyt
 """
 
 import importlib
+import os
 import sys
 
 from lengthgen.cli import run_command
@@ -44,7 +45,11 @@ def main(argv: list[str] | None = None):
         raise SystemExit(2)
     quiet_progress_bars()
     module = importlib.import_module(f"lengthgen.commands.{name}")
-    run_command(module.main, f"lengthgen {name}", rest)
+    try:
+        run_command(module.main, f"lengthgen {name}", rest)
+    except BrokenPipeError:  # the output piped into a reader that stopped early (`| head`): nothing went wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 if __name__ == "__main__":

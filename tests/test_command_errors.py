@@ -443,3 +443,13 @@ def test_debug_brings_the_traceback_back(monkeypatch, tmp_path):
         run_command(main, "plot_ndr.py", argv)
 
 
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_no_error():
+    """`lengthgen reproduce --list | head -1`: the reader closes the pipe before the command has written; the command
+    ends quietly with status 0, no BrokenPipeError traceback."""
+    command = subprocess.Popen([sys.executable, "-m", "lengthgen.commands.main", "reproduce", "--list"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command.stdout.close()  # before the command's imports are done: its first write finds no reader
+    _, err = command.communicate(timeout=300)
+    assert command.returncode == 0 and b"Traceback" not in err and b"BrokenPipe" not in err, err
