@@ -43,7 +43,12 @@ def run_command(main: Callable, prog: str, argv: list[str] | None = None):
 class OneLineErrors:
     """For an argparse parser (put it first among the bases): a mistake on the command line (an unknown flag, a
     missing or bad value) raises a UsageError, which `run_command` prints as one line, instead of argparse's usage
-    block and message; an unknown flag is answered with the nearest known one."""
+    block and message; an unknown flag is answered with the nearest known one. A negative number in exponent form
+    (`--learning_rate -1e-3`) is read as a value, as argparse reads `-0.001`."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (.*)", message)

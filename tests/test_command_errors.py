@@ -108,7 +108,7 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     assert "--per_device_train_batch_size must be at least 1, got 0" in error_line(
         capsys, train.main, [*base, *model, "--per_device_train_batch_size", "0"], "lengthgen train")
     assert "--learning_rate must not be negative, got -0.001" in error_line(
-        capsys, train.main, [*base, *model, "--learning_rate=-1e-3"], "lengthgen train")
+        capsys, train.main, [*base, *model, "--learning_rate", "-1e-3"], "lengthgen train")  # a value, not a flag
     assert "--max_steps must be at least 1 (or -1: train --num_train_epochs), got 0" in error_line(
         capsys, train.main, [*base, *model, "--max_steps", "0"], "lengthgen train")
     assert "--num_train_epochs must be positive, got 0.0" in error_line(
@@ -203,6 +203,8 @@ def test_lengthgen_leaderboard(capsys, tmp_path, nothing_loads):
     assert "--max_steps must be at least 1, got -1" in error_line(capsys, main, [*base, "--max_steps", "-1"],
                                                                   "lengthgen leaderboard")
     assert "--seeds must be at least 1" in error_line(capsys, main, [*base, "--seeds", "0"], "lengthgen leaderboard")
+    assert "--learning_rates must be positive, got -0.001" in error_line(
+        capsys, main, [*base, "--learning_rates", "1e-3", "-1e-3"], "lengthgen leaderboard")
     line = error_line(capsys, main, ["--models", "transformer-xl-9000", *base[2:]], "lengthgen leaderboard")
     assert "Unknown model 'transformer-xl-9000'" in line and "ibert, ndr, bert" in line
     line = error_line(capsys, main, [*base[:2], "--tasks", "ctl/sideways", *base[4:]], "lengthgen leaderboard")
