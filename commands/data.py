@@ -23,7 +23,7 @@ from lengthgen.data.export import BUILDERS, export, export_suite, parse_params
 
 def main(argv=None):
     parser = ArgumentParser(prog="lengthgen data", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     export_parser = commands.add_parser("export", help="write a Hub-style parquet dataset folder")
     export_parser.add_argument("name", nargs="?", choices=sorted(BUILDERS), help="the dataset (or --all)")

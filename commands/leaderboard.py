@@ -52,7 +52,7 @@ from lengthgen.leaderboard.tasks import DATA_SCALES
 
 def main(argv=None):
     parser = ArgumentParser(prog="lengthgen leaderboard", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", help=f"models (default: the protocol's board): {model_names_help()}")
     parser.add_argument("--tasks", nargs="+",
                         help="tasks: builder/config (e.g. ctl/backward, chomsky_hierarchy/parity_check) or "

@@ -29,7 +29,7 @@ from lengthgen.release.hub import ReleaseError
 
 def main(argv=None):
     parser = ArgumentParser(prog="lengthgen release", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("output_dir",
                         help="a trained output folder, or a release folder to upload unchanged with --push")
     parser.add_argument("--repo_id", required=True, help="ORG/NAME of the model repository on the Hub")

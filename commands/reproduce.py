@@ -53,7 +53,7 @@ RESULTS_DIR = os.path.join("docs", "results")
 
 def parse_args(argv):
     parser = ArgumentParser(prog="lengthgen reproduce", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME", help="presets (--list shows them)")
     parser.add_argument("--list", action="store_true", help="list the presets")
     parser.add_argument("--table", action="store_true", help="print the Markdown table of RESULTS_DIR/*.json")

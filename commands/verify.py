@@ -42,7 +42,7 @@ def read_rows(path: str) -> list[dict]:
 
 def main(argv=None):
     parser = ArgumentParser(prog="lengthgen verify", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", metavar="folder",
                         help="release folders (model, code, tokenizer, model card)")
     parser.add_argument("--rows", help="JSON lines with input and target (default: generate the card's split)")
