@@ -28,7 +28,7 @@ from lengthgen.cli import UsageError
 from lengthgen.data.export import train_difficulties
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.training.hardware import auto_precision, hardware
-from lengthgen.training.pieces import get_last_checkpoint_or_none, packed_file, packed_run_folder
+from lengthgen.training.pieces import get_last_checkpoint_or_none, packed_archive, packed_file, packed_run_folder
 from lengthgen.training.results import PLOT, RESULTS_FILE
 from lengthgen.training.runner import SPEC_FILE, recipe_differences, run_experiment
 from lengthgen.training.spec import ExperimentSpec
@@ -53,10 +53,11 @@ def check_piece(name: str, parts_dir: str) -> None:
     training arguments name is `name` or a preset of the same model and data. Also where its parts do not join into
     one archive."""
     try:
-        record = packed_file(parts_dir, SPEC_FILE) or packed_file(parts_dir, RESULTS_FILE)
-        folder = packed_run_folder(parts_dir)
+        archive = packed_archive(parts_dir)  # read and joined once
     except ValueError as error:
         raise UsageError(f"--unpack_from: {error}") from None
+    record = packed_file(archive, SPEC_FILE) or packed_file(archive, RESULTS_FILE)
+    folder = packed_run_folder(archive)
     if record:
         earlier = json.loads(record)
         differences = recipe_differences(earlier.get("spec", earlier), preset(name).experiment().to_dict())

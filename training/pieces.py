@@ -172,12 +172,11 @@ def packed_archive(parts_dir: str) -> tarfile.TarFile:
     return archive
 
 
-def packed_run_folder(parts_dir: str) -> str | None:
-    """The name of the output folder the packed checkpoint's run trained in, as its `training_args.bin` records it,
-    read without unpickling (no code in the file runs); None where the piece has no such file."""
-    archive = packed_archive(parts_dir)
-    name = f"checkpoint-{packed_step(parts_dir)}/training_args.bin"
-    if name not in archive.getnames():
+def packed_run_folder(archive: tarfile.TarFile) -> str | None:
+    """The name of the output folder the run of a packed checkpoint (`packed_archive`) trained in, as its
+    `training_args.bin` records it, read without unpickling (no code in the file runs); None where it has none."""
+    name = next((n for n in archive.getnames() if n.endswith("/training_args.bin")), None)
+    if name is None:
         return None
     with zipfile.ZipFile(archive.extractfile(name)) as saved:  # torch.save's zip layout: <folder>/data.pkl
         pickled = saved.read(next(n for n in saved.namelist() if n.endswith("data.pkl")))
@@ -188,9 +187,8 @@ def packed_run_folder(parts_dir: str) -> str | None:
     return None
 
 
-def packed_file(parts_dir: str, name: str) -> bytes | None:
-    """The file `name` packed beside the checkpoint (`pack_checkpoint`'s `extra_files`), None where it was not."""
-    archive = packed_archive(parts_dir)
+def packed_file(archive: tarfile.TarFile, name: str) -> bytes | None:
+    """The file `name` packed beside a checkpoint (`pack_checkpoint`'s `extra_files`), None where it was not."""
     return archive.extractfile(name).read() if name in archive.getnames() else None
 
 
