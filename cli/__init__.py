@@ -4,11 +4,12 @@ from .errors import (
     ArgumentParser,
     OneLineErrors,
     UsageError,
+    check_hub_id,
     check_positive,
     local_path_or_hub_id,
     run_command,
     writable_folder,
 )
 
-__all__ = ["ArgumentParser", "OneLineErrors", "UsageError", "check_positive", "local_path_or_hub_id", "run_command",
-           "writable_folder"]
+__all__ = ["ArgumentParser", "OneLineErrors", "UsageError", "check_hub_id", "check_positive", "local_path_or_hub_id",
+           "run_command", "writable_folder"]

@@ -103,3 +103,15 @@ def local_path_or_hub_id(value: str, flag: str) -> str:
     if value.startswith((".", "/", "~")) or len(parts) > 2 or (len(parts) == 2 and os.path.isdir(parts[0])):
         raise UsageError(f"{flag}: no such file or directory: {value}")
     return value
+
+
+def check_hub_id(value: str, flag: str, what: str = "repo id") -> None:
+    """A UsageError naming `flag` where `value` breaks the Hub's rules for a repo id (`what="namespace"`: for a user
+    or organisation, to which each upload adds /NAME)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(f"{value}/x" if what == "namespace" else value)
+    except HFValidationError as error:
+        raise UsageError(f"{flag} {value!r} is not a Hub {what}: {str(error).splitlines()[0]}") from None

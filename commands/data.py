@@ -17,7 +17,7 @@ them, and `--push_to_hub ORG` uploads each family to ORG/NAME.
 
 import argparse
 
-from lengthgen.cli import ArgumentParser, UsageError, writable_folder
+from lengthgen.cli import ArgumentParser, UsageError, check_hub_id, writable_folder
 from lengthgen.data.export import BUILDERS, export, export_suite, parse_params
 
 
@@ -37,14 +37,7 @@ def main(argv=None):
                                     "(JSON values)")
     args = parser.parse_args(argv)
     if args.push_to_hub:  # checked before anything is generated
-        from huggingface_hub.errors import HFValidationError
-        from huggingface_hub.utils import validate_repo_id
-
-        try:
-            validate_repo_id(f"{args.push_to_hub}/{args.name or 'x'}" if args.all else args.push_to_hub)
-        except HFValidationError as error:
-            raise UsageError(f"--push_to_hub {args.push_to_hub!r} is not a Hub "
-                             f"{'namespace' if args.all else 'repo id'}: {str(error).splitlines()[0]}") from None
+        check_hub_id(args.push_to_hub, "--push_to_hub", "namespace" if args.all else "repo id")
     if args.all == bool(args.name):
         raise UsageError("Give a dataset name or --all, not both." if args.all else "Give a dataset name or --all.")
     if args.all:

@@ -1,6 +1,6 @@
 """The Hub side of a release: the token, the repo id check, the upload."""
 
-from lengthgen.cli import UsageError
+from lengthgen.cli import UsageError, check_hub_id
 
 
 class ReleaseError(UsageError):
@@ -20,15 +20,12 @@ NOT_UPLOADED = ["__pycache__", "__pycache__/*", "*/__pycache__/*", "*.pyc", ".re
 def check_push(repo_id: str, push: bool):
     """ReleaseError for a repo id that is not ORG/NAME with the Hub's characters, or for `push` without a Hub token;
     before anything is written."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
     if "/" not in repo_id or repo_id.count("/") > 1 or not all(repo_id.split("/")):
         raise ReleaseError(f"--repo_id must be ORG/NAME, got {repo_id!r}.")
     try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise ReleaseError(f"--repo_id {repo_id!r} is not a Hub repo id: {str(error).splitlines()[0]}") from None
+        check_hub_id(repo_id, "--repo_id")
+    except UsageError as error:
+        raise ReleaseError(str(error)) from None
     if push and not hub_token():
         raise ReleaseError("--push needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
 
