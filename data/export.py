@@ -102,8 +102,9 @@ def check_params(name: str, config_name: str | None, params: dict):
 
 
 def build(name: str, config_name: str | None = None, cache_dir: str | None = None, **params):
-    """Generate the splits of dataset `name`, config `config_name`, with generating `params` overridden."""
-    check_params(name, config_name, params)
+    """Generate the splits of dataset `name`, config `config_name`, with generating `params` overridden (checked by
+    the builder)."""
+    builder_config(name, config_name)  # an unknown dataset or config named in one line
     builder = BUILDERS[name](config_name=config_name, cache_dir=cache_dir, **params)
     builder.download_and_prepare()
     return builder, builder.as_dataset()

@@ -170,10 +170,10 @@ def classifier_tokenizer_and_labels(model_args: ModelArguments, splits):
 
 def load_classifier(model_args: ModelArguments, tokenizer, labels):
     if model_args.model_name_or_path:
-        check_head(AutoModelForSequenceClassification, read_config(
-            model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code), "classification")
+        config = read_config(model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code)
+        check_head(AutoModelForSequenceClassification, config, "classification")
         return AutoModelForSequenceClassification.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+            model_args.model_name_or_path, config=config, trust_remote_code=model_args.trust_remote_code
         )
     config = load_config(model_args, tokenizer)
     config.vocab_size = len(tokenizer)
@@ -226,10 +226,10 @@ def masked_lm_tokenizer(model_args: ModelArguments, dataset_name: str, dataset_c
 
 def load_masked_lm(model_args: ModelArguments, tokenizer):
     if model_args.model_name_or_path:
-        check_head(AutoModelForMaskedLM, read_config(
-            model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code), "masked_lm")
+        config = read_config(model_args.model_name_or_path, "--model_name_or_path", model_args.trust_remote_code)
+        check_head(AutoModelForMaskedLM, config, "masked_lm")
         return AutoModelForMaskedLM.from_pretrained(
-            model_args.model_name_or_path, trust_remote_code=model_args.trust_remote_code
+            model_args.model_name_or_path, config=config, trust_remote_code=model_args.trust_remote_code
         )
     config = load_config(model_args)
     if config.vocab_size != len(tokenizer):
