@@ -371,8 +371,11 @@ def board_status(board, ok: list[dict]) -> str:
     whole = [task_label(task) for task, count in per_task.items() if count == len(board.models) * runs]
     started = sum(1 for count in per_task.values() if count)
     waiting = [task_label(task) for task, count in per_task.items() if not count]
-    return (f"Board: {len(done)} of the protocol's {len(board.models) * len(board.tasks) * runs} cells "
-            f"({len(board.models)} models x {len(board.tasks)} tasks x {runs} runs) have finished; "
+    total = len(board.models) * len(board.tasks) * runs
+    shape = f"{len(board.models)} models x {len(board.tasks)} tasks x {runs} runs"
+    if len(done) == total:
+        return f"Board: all {total} of the protocol's cells ({shape}) have finished."
+    return (f"Board: {len(done)} of the protocol's {total} cells ({shape}) have finished; "
             f"{len(whole)} task{'s' if len(whole) != 1 else ''} complete ({', '.join(whole) or 'none'}), "
             f"{started - len(whole)} begun"
             + (f", {len(waiting)} not begun ({', '.join(waiting)}: not shown below)." if waiting else "."))

@@ -259,10 +259,9 @@ def test_board_status_counts_the_protocols_cells():
         "(even pairs), 0 begun, 1 not begun (x/b: not shown below).")
     cells += [{"model": m, "task": "x/b", "learning_rate": r, "seed": 0} for m in ("m", "n") for r in (1e-3, 5e-4)]
     assert leaderboard.tables.board_status(board, cells) == (
-        "Board: 8 of the protocol's 8 cells (2 models x 2 tasks x 2 runs) have finished; 2 tasks complete "
-        "(even pairs, x/b), 0 begun.")
+        "Board: all 8 of the protocol's cells (2 models x 2 tasks x 2 runs) have finished.")
     one_rate = Protocol(name="p", description="", tasks=["x/b"], models=["m"], training={"learning_rate": 1e-4})
-    assert leaderboard.tables.board_status(one_rate, cells).startswith("Board: 1 of the protocol's 1 cells")
+    assert leaderboard.tables.board_status(one_rate, cells).startswith("Board: all 1 of the protocol's cells")
 
 
 def test_a_cell_on_other_data_than_its_protocols_is_not_one_of_its_runs():
