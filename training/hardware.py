@@ -11,6 +11,7 @@ import os
 import platform
 
 import torch
+import transformers
 
 
 def native_bf16(device: str = "cpu") -> bool:
@@ -26,8 +27,9 @@ def auto_precision(device: str = "cpu") -> str:
 
 
 def hardware(threads: int | None = None) -> dict:
-    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any) and torch version. `threads`: the torch
-    threads of the runs this records where a command started them with their own (`--threads`), else this process's."""
+    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any), and the torch and transformers versions
+    (a run repeats its numbers only under the same ones). `threads`: the torch threads of the runs this records where
+    a command started them with their own (`--threads`), else this process's."""
     model, flags = platform.processor(), set()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
@@ -42,4 +44,5 @@ def hardware(threads: int | None = None) -> dict:
         "threads": threads or torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch": torch.__version__,
+        "transformers": transformers.__version__,
     }
