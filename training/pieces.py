@@ -70,10 +70,13 @@ class TimeBudgetCallback(TrainerCallback):
             if args.save_strategy == "best":  # which saves after an evaluation only a new best: the next piece's start
                 control.should_evaluate = False
             self.stopped_at = state.global_step
-        self.on_train_end(args, state, control)
+        self._give_back_eval_on_start(args)
         return control
 
     def on_train_end(self, args, state, control, **kwargs):
+        self._give_back_eval_on_start(args)  # a run of no step
+
+    def _give_back_eval_on_start(self, args):
         if self.measuring:  # as given, for the checkpoints' training arguments and the next piece
             args.eval_on_start, self.measuring = False, False
 
