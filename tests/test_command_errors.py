@@ -445,8 +445,6 @@ def test_debug_brings_the_traceback_back(monkeypatch, tmp_path):
         run_command(main, "plot_ndr.py", argv)
 
 
-
-
 def test_output_piped_into_a_reader_that_stops_early_is_no_error():
     """`lengthgen reproduce --list | head -1`: the reader closes the pipe before the command has written; the command
     ends quietly with status 0, no BrokenPipeError traceback."""
