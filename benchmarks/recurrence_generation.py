@@ -116,28 +116,32 @@ def measure(args, window: int, total: int) -> dict:
 
 
 def main(argv=None) -> dict:
+    """Measures window after window, printing each row and rewriting the JSON as it comes (a run stopped at a time
+    limit keeps the windows it finished)."""
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    results = [measure(args, window, total) for window, total in zip(args.windows, args.total)]
-    names = list(results[0]["tokens_per_second"])
     print(f"greedy generate, tokens/s: Llama {args.layers}x{args.hidden_size}, vocabulary {args.vocab_size}, "
           f"{args.dtype}, SDPA, batch {args.batch_size}, prompt {args.prompt}, {torch.get_num_threads()} thread(s); "
-          f"ratio to the plain model's cached generate")
-    header = ["window", "total"] + [f"{name}{suffix}" for name in names for suffix in ("", " ratio")]
-    print(" | ".join(header))
-    for r in results:
+          f"ratio to the plain model's cached generate", flush=True)
+    results = []
+    for window, total in zip(args.windows, args.total):
+        r = measure(args, window, total)
+        names = list(r["tokens_per_second"])
+        if not results:
+            header = ["window", "total"] + [f"{name}{suffix}" for name in names for suffix in ("", " ratio")]
+            print(" | ".join(header))
+        results.append(r)
         cells = [str(r["window"]), str(r["total"])]
         for name in names:
             cells += [f"{r['tokens_per_second'][name]:.1f}", f"{r['ratio'][name]:.2f}x"]
-        print(" | ".join(cells))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"hardware": hardware(args.threads), "precision": args.dtype,
-                       "arguments": {k: v for k, v in vars(args).items() if k != "json"}, "results": results},
-                      f, indent=2)
+        print(" | ".join(cells), flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"hardware": hardware(args.threads), "precision": args.dtype,
+                           "arguments": {k: v for k, v in vars(args).items() if k != "json"}, "results": results},
+                          f, indent=2)
     return {"results": results}
-
 
 if __name__ == "__main__":
     main()

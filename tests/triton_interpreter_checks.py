@@ -7,7 +7,7 @@ Checks values and the gradients of query, key, value and the direction bias agai
 smallest lengths: lengths of one position, of less than, exactly and several times the kernels' block of rows and
 distances (with a short last block), with and without padding (a suffix, holes, a matrix all padding), normalised
 and not, with and without direction bias, several heads, float64 (to rounding), float32 and bfloat16 inputs (as close
-as their precision allows). The interpreter runs blocks of 16; compiled, the default block runs too, and longer
+as their precision allows). The interpreter runs blocks of 16; compiled, blocks of 32 or 64 run too, and longer
 sequences, and `geometric_attention` itself (which picks the kernel on CUDA)."""
 
 import os
@@ -76,7 +76,8 @@ def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=
         expected = direct_geometric_attention_output(query, key, value, mask, normalize, bias, scale=0.8)
         error = (results[1][0].cpu() - expected).abs().max().item()
         assert error <= 1e-10, ("PyTorch path against the loops", n, error)
-    tolerance = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 1e-2}[dtype]
+    # float32's rounding grows with the sums over N distances (the bias gradient, compiled, at N = 130: 3.1e-5)
+    tolerance = {torch.float64: 1e-10, torch.float32: 2e-5 * max(1, n / 32), torch.bfloat16: 1e-2}[dtype]
     names = ["output", "query", "key", "value"] + (["direction_bias"] if with_bias else [])
     for name, got, exact in zip(names, *results):
         assert got.dtype == exact.dtype and got.shape == exact.shape
@@ -118,7 +119,8 @@ cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads)
 if DEVICE == "cuda":  # compiled: the default block, and lengths the interpreter is too slow for
     cases += [(n, normalize, mask, True, dtype, block, (2, 3), False)
               for n in (130, 1000) for normalize, mask in ((True, "suffix"), (False, "holes"))
-              for dtype in (torch.float64, torch.float32, torch.bfloat16) for block in (None, 64)]
+              for dtype in (torch.float64, torch.float32, torch.bfloat16)
+              for block in ((None, 32) if dtype == torch.float64 else (None, 64))]  # float64 at 64: past shared memory
 for case in cases:
     check(*case)
 
