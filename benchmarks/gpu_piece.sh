@@ -27,14 +27,16 @@
 # puts them in docs/leaderboard/chomsky/cells/ (then `lengthgen leaderboard --leaderboard_only --output_dir
 # docs/leaderboard/chomsky` rewrites its tables):  --travel board, then  bash benchmarks/gpu_piece.sh 540 board
 #
-# The name `checks`, alone (its timings need the GPU to themselves), runs the GPU checks one after the other, each in
-# its share of the SECONDS: the Triton kernels of geometric attention compiled (tests/triton_interpreter_checks.py),
-# their time and memory against SDPA at N = 16 to 8,192 in bf16 (benchmarks/ndr_attention.py) and at other launch
-# configurations (rows per program x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP
-# through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent generation against the plain
-# model's (benchmarks/recurrence_generation.py, bf16, windows of 128 and 512: on an H200 machine whose plain model
-# generated 18 tokens/s, window 2,048, 4,032 new tokens a way, needs a piece of its own: `--windows 2048`). A log of each and the three JSONs come back; --collect puts the
-# JSONs in docs/ and prints the logs:  --travel checks, then  bash benchmarks/gpu_piece.sh 540 checks
+# The name `checks`, alone (its timings need the GPU to themselves), runs the GPU checks one after the other, each by
+# the deadline of its share of the SECONDS (time a step leaves goes to the next): the Triton kernels of geometric
+# attention compiled (tests/triton_interpreter_checks.py), their time and memory against SDPA at N = 16 to 8,192 in bf16
+# (benchmarks/ndr_attention.py), the forward pass alone at N = 1,024 to 8,192 (`--forward_only`: what the backward costs
+# is the difference) and at other launch configurations (rows per program x warps, `--triton_configs`) at N = 1,024 and
+# 4,096, fine-tuning under FSDP through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent
+# generation against the plain model's (benchmarks/recurrence_generation.py, bf16, windows of 128 and 512: on an H200
+# machine whose plain model generated 18 tokens/s, window 2,048, 4,032 new tokens a way, needs a piece of its own:
+# `--windows 2048`). A log of each and the four JSONs come back; --collect puts the JSONs in docs/ and prints the logs:
+# --travel checks, then bash benchmarks/gpu_piece.sh 540 checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -152,27 +154,34 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e .
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 
-run_checks() {  # `checks` into folder $2, one after the other, each in its share (percent) of $1 seconds
-    local seconds=$1 into=$2 step share name command code failed=0
+run_checks() {  # `checks` into folder $2, one after the other; a step ends by its share's deadline (percent of $1
+    # seconds, counted from the start, so what one step leaves unused goes to the next)
+    local seconds=$1 into=$2 step share name command code failed=0 done_share=0 limit
     mkdir -p "$into"
     local steps=(
-        "22 triton python3 tests/triton_interpreter_checks.py"
-        "22 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
+        "25 triton python3 tests/triton_interpreter_checks.py"
+        "15 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
             4096 8192 --repeats 20 --warmup 3 --pytorch_max 4096 --threads 1
             --json $into/ndr_attention_gpu_bf16_linear.json"
-        "10 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
-            --repeats 10 --warmup 2 --threads 1 --triton_configs 16x4 64x4 64x8
+        "5 ndr_forward python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096 8192
+            --forward_only --repeats 10 --warmup 2 --pytorch_max 1024 --threads 1
+            --json $into/ndr_attention_gpu_bf16_forward.json"
+        "12 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
+            --repeats 10 --warmup 2 --threads 1 --triton_configs 32x8 32x4 64x8
             --json $into/ndr_attention_gpu_bf16_launch.json"
-        "17 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
-        "29 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
+        "16 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
+        "27 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
             --json $into/recurrence_generation_gpu.json"
     )
+    local start=$SECONDS
     for step in "${steps[@]}"; do
         read -r share name command <<< "$(echo $step)"
+        done_share=$(( done_share + share ))
+        limit=$(( start + seconds * done_share / 100 - SECONDS ))
         code=0
-        timeout --kill-after=10 $(( seconds * share / 100 > 0 ? seconds * share / 100 : 1 )) $command \
-            > "$into/$name.log" 2>&1 || code=$?
-        echo "$name: exit status $code$( (( code == 124 )) && echo ' (out of time)')" >> "$into/checks.log"
+        timeout --kill-after=10 $(( limit > 0 ? limit : 1 )) $command > "$into/$name.log" 2>&1 || code=$?
+        echo "$name: exit status $code$( (( code == 124 )) && echo ' (out of time)') after $(( SECONDS - start )) s" \
+            >> "$into/checks.log"
         (( code == 0 )) || failed=1
     done
     return $failed

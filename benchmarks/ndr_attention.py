@@ -7,8 +7,8 @@ Attention mode (default): the same queries, keys and values (batch 8, 4 heads, d
 - geometric (PyTorch): logits -> `geometric_attention_weights` -> weights @ values, the fallback path;
 - softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`; on CUDA held to its FlashAttention backend for
   bfloat16 and float16 inputs;
-forward + backward, medians of interleaved repetitions in this process (each kind at each thread count in turn: a
-noisy machine slows all alike). Peak memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch
+forward + backward (`--forward_only`: the forward pass alone, without autograd), medians of interleaved repetitions
+in this process (each kind at each thread count in turn: a noisy machine slows all alike). Peak memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch
 profiler's allocation events. It is given against SDPA's and against the size of one fp32 score tensor (batch x heads
 x N x N x 4 bytes).
 
@@ -22,11 +22,11 @@ attention and relative or absolute positions, and evaluation (forward only) at 2
     python benchmarks/ndr_attention.py --end_to_end --device cuda --dtype bfloat16 --train_batch_size 512
 
 On CUDA the fused rows are the Triton kernels (bf16 inputs enter their products as they are; everything else is fp32);
-`--dtype bfloat16` runs end to end under bf16 autocast, as training with `--bf16` does. `--triton_configs 16x4 64x8`
+`--dtype bfloat16` runs end to end under bf16 autocast, as training with `--bf16` does. `--triton_configs 32x8 64x8`
 adds a row per Triton launch configuration (rows per program x warps) beside the default's, to tune them:
 
     python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096 \\
-        --triton_configs 16x4 32x4 64x4 64x8
+        --triton_configs 32x4 32x8 64x4 64x8
 """
 
 import argparse
@@ -116,8 +116,12 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def step(fn, q, k, v):
-    fn(q, k, v).float().sum().backward()
+def step(fn, q, k, v, backward=True):
+    if backward:
+        fn(q, k, v).float().sum().backward()
+    else:
+        with torch.no_grad():
+            fn(q, k, v)
     synchronize(q.device.type)
 
 
@@ -168,7 +172,7 @@ def measure(args, counts: list[int]) -> dict:
         def run(kind):
             q, k, v = tensors[kind]
             with triton_launch(*launches[kind]) if kind in launches else contextlib.nullcontext():
-                step(kinds[kind], q, k, v)
+                step(kinds[kind], q, k, v, backward=not args.forward_only)
             q.grad = k.grad = v.grad = None
 
         by_count = interleaved_medians({kind: (lambda kind=kind: run(kind)) for kind in kinds}, counts, args.warmup,
@@ -291,6 +295,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--pytorch_max", type=int, default=1024, help="longest N run on the PyTorch path")
+    parser.add_argument("--forward_only", action="store_true",
+                        help="attention mode: time the forward pass alone (no autograd), not forward + backward")
     parser.add_argument("--end_to_end", action="store_true", help="NDR training and evaluation steps instead")
     parser.add_argument("--eval_lengths", type=int, nargs="*", default=[256, 1024])
     parser.add_argument("--train_batch_size", type=int,
@@ -305,7 +311,7 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                         help="the inputs' dtype (attention mode); the autocast dtype end to end")
     parser.add_argument("--triton_configs", type=triton_config, nargs="*", default=[], metavar="BLOCKxWARPS",
-                        help="CUDA: also time the Triton kernels at these launch configurations (e.g. 16x4 64x8)")
+                        help="CUDA: also time the Triton kernels at these launch configurations (e.g. 32x8 64x8)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     for flag in ("batch_size", "heads", "head_size", "repeats", "train_batch_size", "eval_batch_size",
@@ -320,8 +326,9 @@ def main(argv=None):
             parser.error(f"--{flag} must each be at least 1, got {min(getattr(args, flag))}")
     if args.triton_configs and not (args.device.startswith("cuda") and GEOMETRIC_MODULE.triton_available()):
         parser.error("--triton_configs times the Triton kernels: it needs --device cuda and Triton installed")
-    if args.triton_configs and args.end_to_end:
-        parser.error("--triton_configs is for the attention rows, not --end_to_end")
+    for flag in ("triton_configs", "forward_only"):
+        if getattr(args, flag) and args.end_to_end:
+            parser.error(f"--{flag} is for the attention rows, not --end_to_end")
     if args.lengths is None:
         args.lengths = [16, 64, 256, 1024] + ([4096, 8192] if args.device.startswith("cuda") else [])
     counts = list(dict.fromkeys(args.threads or [1, torch.get_num_threads()]))
@@ -360,7 +367,7 @@ def report(args, results: dict, threads: int):
             )
             print(f"{case}: {row}")
         return
-    print(f"{threads} thread(s): forward + backward, batch {args.batch_size}, {args.heads} heads, d_head "
+    print(f"{threads} thread(s): {'forward' if args.forward_only else 'forward + backward'}, batch {args.batch_size}, {args.heads} heads, d_head "
           f"{args.head_size}, {args.device} {args.dtype}, median of {args.repeats}; peak memory in MiB, against SDPA's "
           "(and x one fp32 score tensor)")
     for n, r in results.items():

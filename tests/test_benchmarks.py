@@ -91,6 +91,24 @@ def test_ndr_attention_harness_reports_time_and_memory_for_every_kind():
         assert r["fp32_score_tensor_bytes"] == 1 * 2 * n * n * 4
 
 
+def test_ndr_attention_forward_only_runs_no_backward():
+    """`--forward_only` times the forward pass without autograd: no gradient reaches the inputs, and the PyTorch
+    path's peak memory is below that of forward + backward, which keeps its N x N weights for the backward pass."""
+    ndr_attention = benchmark("ndr_attention")
+    shape = types.SimpleNamespace(batch_size=1, heads=2, head_size=8, device="cpu", dtype="float32")
+    q, k, v = ndr_attention.inputs(shape, 16)
+    ndr_attention.step(ndr_attention.pytorch, q, k, v, backward=False)
+    assert q.grad is None and k.grad is None and v.grad is None
+    ndr_attention.step(ndr_attention.pytorch, q, k, v)
+    assert q.grad is not None and q.grad.abs().sum() > 0
+
+    argv = ["--lengths", "64", "--batch_size", "1", "--heads", "2", "--head_size", "8", "--repeats", "1", "--warmup",
+            "0", "--threads", "1"]
+    forward = ndr_attention.main([*argv, "--forward_only"])["by_threads"][1][64]["peak_bytes"]
+    training = ndr_attention.main(argv)["by_threads"][1][64]["peak_bytes"]
+    assert forward["geometric (PyTorch)"] < training["geometric (PyTorch)"]
+
+
 def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored():
     """`--triton_configs 64x8`: rows per program x warps, powers of two; the kernels read them from their module
     while the context holds (forward and backward), the defaults come back after, also after an error; on a CPU the
@@ -105,9 +123,9 @@ def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored(
     defaults = triton.BLOCK, triton.NUM_WARPS
     with pytest.raises(RuntimeError, match="inside"):
         with ndr_attention.triton_launch(64, 4):
-            assert (triton._block(1000, None), triton.NUM_WARPS) == (64, 4)
+            assert (triton._block(None), triton.NUM_WARPS) == (64, 4)
             raise RuntimeError("inside")
-    assert (triton.BLOCK, triton.NUM_WARPS) == defaults and triton._block(1000, None) == defaults[0]
+    assert (triton.BLOCK, triton.NUM_WARPS) == defaults and triton._block(None) == defaults[0]
     with pytest.raises(SystemExit):
         ndr_attention.main(["--lengths", "8", "--triton_configs", "16x4"])
 
@@ -476,6 +494,7 @@ def test_length_binning_spreads_any_number_of_batches_evenly_over_the_mega_batch
     ("ndr_attention", ["--repeats", "0"], "--repeats"),
     ("ndr_attention", ["--warmup", "-1"], "--warmup"),
     ("ndr_attention", ["--dtype", "fp16"], "--dtype"),
+    ("ndr_attention", ["--end_to_end", "--forward_only"], "--forward_only"),
     ("recurrence_memory", ["--repeats", "0"], "--repeats"),
     ("recurrence_memory", ["--windows", "1", "0"], "--windows"),
     ("cpu_precision", ["--curve_steps", "3"], "--curve_steps"),
@@ -743,7 +762,7 @@ echo "checked $1"
 
 
 def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(tmp_path):
-    """`checks` runs the five GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
+    """`checks` runs the six GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
     named and fails the command, the others still run; their logs and JSONs come back and --collect puts the JSONs in
     docs/ and prints the logs."""
     script = _gpu_piece_in(tmp_path / "repo")
@@ -756,16 +775,17 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
     assert result.returncode == 1
     calls = (tmp_path / "calls").read_text().splitlines()
     assert [call.split()[0] for call in calls] == ["tests/triton_interpreter_checks.py", "benchmarks/ndr_attention.py",
-                                                   "benchmarks/ndr_attention.py", "-m",
+                                                   "benchmarks/ndr_attention.py", "benchmarks/ndr_attention.py", "-m",
                                                    "benchmarks/recurrence_generation.py"]
-    assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--triton_configs 16x4 64x4 64x8" in calls[2]
+    assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--forward_only" in calls[2]
+    assert "--triton_configs 32x8 32x4 64x8" in calls[3]
     assert "--pytorch_max 4096" in calls[1]  # the PyTorch path measured again up to 4,096, as docs/results/speed.md
-    assert "-k fsdp_launch_on_gpus" in calls[3]
+    assert "-k fsdp_launch_on_gpus" in calls[4]
     assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout
     with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
         names = sorted(tar.getnames())
     assert "checks/ndr_attention_gpu_bf16_linear.json" in names and "checks/recurrence_generation_gpu.json" in names
-    assert "checks/ndr_attention_gpu_bf16_launch.json" in names
+    assert "checks/ndr_attention_gpu_bf16_launch.json" in names and "checks/ndr_attention_gpu_bf16_forward.json" in names
     assert "checks/fsdp.log" in names
 
     collected = subprocess.run(["bash", script, "--collect", str(out)], capture_output=True, text=True, check=True)
