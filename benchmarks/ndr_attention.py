@@ -7,10 +7,10 @@ Attention mode (default): the same queries, keys and values (batch 8, 4 heads, d
 - geometric (PyTorch): logits -> `geometric_attention_weights` -> weights @ values, the fallback path;
 - softmax (SDPA): `torch.nn.functional.scaled_dot_product_attention`; on CUDA held to its FlashAttention backend for
   bfloat16 and float16 inputs;
-forward + backward (`--forward_only`: the forward pass alone, without autograd), medians of interleaved repetitions
-in this process (each kind at each thread count in turn: a noisy machine slows all alike). Peak memory: on CUDA `torch.cuda.max_memory_allocated`; on CPU the peak of the torch
-profiler's allocation events. It is given against SDPA's and against the size of one fp32 score tensor (batch x heads
-x N x N x 4 bytes).
+forward + backward (`--forward_only`: the forward pass alone, without autograd), medians of interleaved repetitions in
+this process (each kind at each thread count in turn: a noisy machine slows all alike). Peak memory: on CUDA
+`torch.cuda.max_memory_allocated`; on CPU the peak of the torch profiler's allocation events. It is given against
+SDPA's and against the size of one fp32 score tensor (batch x heads x N x N x 4 bytes).
 
 End-to-end mode (`--end_to_end`): one NDR training step (forward + backward) at the hub configs' shapes (CTL: 16
 tokens, ListOps: 50 tokens) for the NDR (geometric attention, fused and PyTorch) against the same model with softmax
@@ -367,9 +367,10 @@ def report(args, results: dict, threads: int):
             )
             print(f"{case}: {row}")
         return
-    print(f"{threads} thread(s): {'forward' if args.forward_only else 'forward + backward'}, batch {args.batch_size}, {args.heads} heads, d_head "
-          f"{args.head_size}, {args.device} {args.dtype}, median of {args.repeats}; peak memory in MiB, against SDPA's "
-          "(and x one fp32 score tensor)")
+    passes = "forward" if args.forward_only else "forward + backward"
+    print(f"{threads} thread(s): {passes}, batch {args.batch_size}, {args.heads} heads, d_head {args.head_size}, "
+          f"{args.device} {args.dtype}, median of {args.repeats}; peak memory in MiB, against SDPA's (and x one fp32 "
+          "score tensor)")
     for n, r in results.items():
         cells = []
         for kind, s in r["seconds"].items():
