@@ -17,6 +17,7 @@ short warm-up each; medians of `--repeats`.
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -136,12 +137,14 @@ def main(argv=None) -> dict:
         for name in names:
             cells += [f"{r['tokens_per_second'][name]:.1f}", f"{r['ratio'][name]:.2f}x"]
         print(" | ".join(cells), flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
+        if args.json:  # whole or not at all: a run stopped while writing keeps the last file
+            with open(args.json + ".part", "w") as f:
                 json.dump({"hardware": hardware(args.threads), "precision": args.dtype,
                            "arguments": {k: v for k, v in vars(args).items() if k != "json"}, "results": results},
                           f, indent=2)
+            os.replace(args.json + ".part", args.json)
     return {"results": results}
+
 
 if __name__ == "__main__":
     main()

@@ -76,14 +76,18 @@ def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=
         expected = direct_geometric_attention_output(query, key, value, mask, normalize, bias, scale=0.8)
         error = (results[1][0].cpu() - expected).abs().max().item()
         assert error <= 1e-10, ("PyTorch path against the loops", n, error)
-    # float32's rounding grows with the sums over N distances (the bias gradient, compiled, at N = 130: 3.1e-5)
-    tolerance = {torch.float64: 1e-10, torch.float32: 2e-5 * max(1, n / 32), torch.bfloat16: 1e-2}[dtype]
+    tolerance = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 1e-2}[dtype]
     names = ["output", "query", "key", "value"] + (["direction_bias"] if with_bias else [])
     for name, got, exact in zip(names, *results):
         assert got.dtype == exact.dtype and got.shape == exact.shape
         error = ((got - exact).abs().max() / exact.abs().max().clamp_min(1e-30)).item()
-        # a bfloat16 input's output is checked in float32, before the cast
-        bound = 1e-4 if name == "output" and dtype == torch.bfloat16 else tolerance
+        bound = tolerance
+        if name == "output" and dtype == torch.bfloat16:  # a bfloat16 input's output is checked before the cast
+            bound = 1e-4
+        if name == "direction_bias" and dtype == torch.float32:
+            # the sum of a row's logit gradients over all N distances, which cancel: float32's rounding grows with N
+            # (compiled, at N = 130: 3.1e-5)
+            bound = tolerance * max(1, n / 32)
         assert error <= bound, (name, n, normalize, mask_kind, with_bias, dtype, block, error)
 
 
