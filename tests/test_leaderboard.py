@@ -182,8 +182,12 @@ def test_a_cell_trains_evaluates_and_a_rerun_skips_it(tmp_path, monkeypatch):
     (cell,) = records
     assert cell["status"] == "ok" and cell["train_steps"] == FAST["max_steps"]
     assert cell["cpu_seconds"] == 42.5
-    versions = (cell["hardware"]["torch"], cell["hardware"]["transformers"])
-    assert versions == (torch.__version__, transformers.__version__)
+    versions = (cell["hardware"]["torch"], cell["hardware"]["transformers"], cell["hardware"]["triton"])
+    try:
+        import triton
+    except ImportError:
+        triton = types.SimpleNamespace(__version__=None)
+    assert versions == (torch.__version__, transformers.__version__, triton.__version__)
     first, last = cell["train_loss_first_last"]
     assert last < first
     from lengthgen.leaderboard.tables import fit

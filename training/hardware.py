@@ -7,6 +7,7 @@ presets name their CPU precision (the measurements: docs/results/speed.md). `har
 result.
 """
 
+import importlib.metadata
 import os
 import platform
 
@@ -27,9 +28,10 @@ def auto_precision(device: str = "cpu") -> str:
 
 
 def hardware(threads: int | None = None) -> dict:
-    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any), and the torch and transformers versions
-    (a run repeats its numbers only under the same ones). `threads`: the torch threads of the runs this records where
-    a command started them with their own (`--threads`), else this process's."""
+    """CPU model, its vector extensions and bf16 flags, threads, GPU (if any), and the torch, transformers and Triton
+    (None where it is not installed) versions: a run repeats its numbers only under the same ones. `threads`: the
+    torch threads of the runs this records where a command started them with their own (`--threads`), else this
+    process's."""
     model, flags = platform.processor(), set()
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as f:
@@ -45,4 +47,12 @@ def hardware(threads: int | None = None) -> dict:
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "triton": _version("triton"),
     }
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
