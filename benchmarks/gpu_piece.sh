@@ -8,9 +8,10 @@
 #   here, once:   bash benchmarks/gpu_piece.sh --wheels
 #                 (writes .whl/, git-ignored: the wheels of the dependencies the GPU image lacks)
 #   here, before: bash benchmarks/gpu_piece.sh --travel PRESET...
-#                 (the working tree that travels must stay under 64 MiB, and checkpoints/ with every kept piece is
-#                 more: this takes checkpoints/ and the other presets' pieces out of git's index, the files untouched,
-#                 and ignores them in .git/info/exclude until --collect or --restore puts them back)
+#                 (the working tree that travels must stay under 64 MiB, and checkpoints/ with every kept piece and
+#                 the board's cells is more: this takes checkpoints/, the other presets' pieces and, unless the
+#                 presets name `board`, the board's cells out of git's index, the files untouched, and ignores them in
+#                 .git/info/exclude until --collect or --restore puts them back)
 #   there:        with .whl/ carried along, the command
 #                 bash benchmarks/gpu_piece.sh 420 ndr-ctl-forward-paper ndr-ctl-backward-paper-code
 #                 (one to four presets train side by side on the one GPU for 420 s each, resuming from

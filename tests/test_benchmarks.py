@@ -629,12 +629,15 @@ def test_gpu_piece_collect_with_nothing_back_leaves_the_kept_piece(tmp_path):
 
 
 def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back(tmp_path):
-    """--travel takes checkpoints/ and the other presets' pieces out of git's index (the device sends the index and
-    untracked files that are not ignored), leaving the files alone; --collect puts the index back as HEAD has it."""
+    """--travel takes checkpoints/, the other presets' pieces and (but for `board`) the board's cells out of git's
+    index (the device sends the index and untracked files that are not ignored), leaving the files alone; --collect
+    puts the index back as HEAD has it."""
     script, pieces = _repo_with_a_kept_piece(tmp_path)
     repo = tmp_path / "repo"
     (repo / "checkpoints" / "model").mkdir(parents=True)
     (repo / "checkpoints" / "model" / "model.safetensors").write_text("weights")
+    (repo / "docs" / "leaderboard" / "chomsky" / "cells").mkdir(parents=True)
+    (repo / "docs" / "leaderboard" / "chomsky" / "cells" / "lstm__task.json").write_text("{}")
     (pieces.parent / "ndr-y").mkdir()
     (pieces.parent / "ndr-y" / "checkpoint-7.tar.part00").write_text("other")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
@@ -644,7 +647,7 @@ def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back
     tracked = subprocess.run(git + ["ls-files"], capture_output=True, text=True, check=True).stdout.split()
 
     travel = subprocess.run(["bash", script, "--travel", "ndr-x"], capture_output=True, text=True, check=True)
-    assert "checkpoints docs/results/pieces/ndr-y" in travel.stdout
+    assert "checkpoints docs/leaderboard/chomsky docs/results/pieces/ndr-y" in travel.stdout
     travels = subprocess.run(git + ["ls-files", "--cached", "--others", "--exclude-standard"],
                              capture_output=True, text=True, check=True).stdout.split()
     assert sorted(travels) == ["benchmarks/gpu_piece.sh", "docs/results/pieces/ndr-x/checkpoint-100.tar.part00"]
@@ -657,6 +660,13 @@ def test_gpu_piece_travel_trims_what_goes_to_the_device_and_collect_puts_it_back
     assert subprocess.run(git + ["ls-files"], capture_output=True, text=True).stdout.split() == tracked
     assert subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True).stdout == ""
     assert "gpu_piece" not in (repo / ".git" / "info" / "exclude").read_text()
+
+    subprocess.run(["bash", script, "--travel", "board"], capture_output=True, text=True, check=True)
+    travels = subprocess.run(git + ["ls-files", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert "docs/leaderboard/chomsky/cells/lstm__task.json" in travels
+    subprocess.run(["bash", script, "--restore"], check=True, capture_output=True)
+    assert subprocess.run(git + ["status", "--porcelain"], capture_output=True, text=True).stdout == ""
 
 
 FAKE_BOARD_PYTHON = """#!/usr/bin/env bash
