@@ -168,7 +168,7 @@ run_checks() {  # `checks` into folder $2, one after the other; a step ends by i
             --forward_only --repeats 10 --warmup 2 --pytorch_max 1024 --threads 1
             --json $into/ndr_attention_gpu_bf16_forward.json"
         "12 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
-            --repeats 10 --warmup 2 --threads 1 --triton_configs 32x8 32x4 64x8
+            --repeats 10 --warmup 2 --threads 1 --triton_configs 16x2 16x8 32x4 32x8
             --json $into/ndr_attention_gpu_bf16_launch.json"
         "16 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
         "27 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512

@@ -80,8 +80,6 @@ def triton_config(text: str) -> tuple[int, int]:
             or int(warps) < 1 or int(warps) & (int(warps) - 1):
         raise argparse.ArgumentTypeError(f"expected BLOCKxWARPS with powers of two, BLOCK at least 16 (e.g. 64x8), "
                                          f"got {text!r}")
-    if int(block) == 16 and int(warps) != 4:
-        raise argparse.ArgumentTypeError(f"BLOCKxWARPS: BLOCK 16 runs on 4 warps, got {text!r}")
     return int(block), int(warps)
 
 
@@ -164,8 +162,7 @@ def measure(args, counts: list[int]) -> dict:
     results = {count: {} for count in counts}
     for n in args.lengths:
         kinds = {kind: fn for kind, fn in KINDS.items() if not (kind == "geometric (PyTorch)" and n > args.pytorch_max)}
-        launches = {f"geometric (Triton {block}x{warps})": (block, warps) for block, warps in args.triton_configs
-                    if n > 16}  # at N <= 16 every launch takes one block of 16 rows on 4 warps
+        launches = {f"geometric (Triton {block}x{warps})": (block, warps) for block, warps in args.triton_configs}
         kinds.update({kind: fused for kind in launches})
         tensors = {kind: inputs(args, n) for kind in kinds}
 

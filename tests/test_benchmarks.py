@@ -117,7 +117,8 @@ def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored(
     triton = ndr_attention.TRITON_MODULE
 
     assert ndr_attention.triton_config("64x8") == (64, 8)
-    for bad in ("48x8", "8x4", "64x3", "64", "x8", "64x0", "16x8"):
+    assert ndr_attention.triton_config("16x2") == (16, 2)
+    for bad in ("48x8", "8x4", "64x3", "64", "x8", "64x0"):
         with pytest.raises(argparse.ArgumentTypeError, match="BLOCKxWARPS"):
             ndr_attention.triton_config(bad)
     defaults = triton.BLOCK, triton.NUM_WARPS
@@ -788,7 +789,7 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
                                                    "benchmarks/ndr_attention.py", "benchmarks/ndr_attention.py", "-m",
                                                    "benchmarks/recurrence_generation.py"]
     assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--forward_only" in calls[2]
-    assert "--triton_configs 32x8 32x4 64x8" in calls[3]
+    assert "--triton_configs 16x2 16x8 32x4 32x8" in calls[3]
     assert "--pytorch_max 4096" in calls[1]  # the PyTorch path measured again up to 4,096, as docs/results/speed.md
     assert "-k fsdp_launch_on_gpus" in calls[4]
     assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout

@@ -75,7 +75,7 @@ except ImportError:  # CPU-only installs: geometric_attention uses the C++ kerne
 # 4 heads, d_head 32) 16 rows on 4 warps took 1.84 ms at N = 1,024 and 19.8 at 4,096, against 2.49 and 30.0 for 32
 # rows on 8 warps, 3.7 and 46 for 64 on 8, 9.0 and 125 for 64 on 4 (benchmarks/ndr_attention.py --triton_configs).
 BLOCK = 16
-NUM_WARPS = 8  # warps for blocks of more than 16 rows (an explicit `block`); 16-row blocks run on 4
+NUM_WARPS = 4  # warps per program
 _EPS = 1e-12  # F.normalize's floor on the L1 norm
 DTYPES = (torch.bfloat16, torch.float32, torch.float64)
 
@@ -439,5 +439,5 @@ def _options(dtype, bias, real, block, d_k, d_v) -> dict:
     return dict(
         HAS_BIAS=bias is not None, HAS_MASK=real is not None, SPLIT=dtype == torch.bfloat16, PRECISION="ieee",
         WIDEN=_INTERPRETED, COMPUTE=tl.float64 if dtype == torch.float64 else tl.float32,
-        BLOCK=block, BLOCK_K=_feature_block(d_k), BLOCK_V=_feature_block(d_v), num_warps=NUM_WARPS if block > 16 else 4,
+        BLOCK=block, BLOCK_K=_feature_block(d_k), BLOCK_V=_feature_block(d_v), num_warps=NUM_WARPS,
     )
