@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 import torch
+from transformers import AutoConfig
 
 from lengthgen.cli import UsageError
 from lengthgen.commands import reproduce as command
@@ -251,10 +252,14 @@ def test_paper_scale_presets_train_the_hub_config_as_it_is_on_the_gpu_when_there
 
 def test_every_preset_is_a_valid_spec_and_names_its_parts():
     """Every preset builds a spec whose fields transformers and lengthgen know (a field transformers renamed fails
-    here, not on a GPU machine), names a hub_configs/ folder, a dataset and, when it has one, a baseline preset."""
+    here, not on a GPU machine), names a hub_configs/ folder or a registered model type, a dataset and, when it has
+    one, a baseline preset."""
     for name, preset in reproduce.PRESETS.items():
         spec = preset.experiment("out")
-        assert os.path.isdir(spec.model.config_name), name
+        if spec.model.config_name is None:
+            assert AutoConfig.for_model(spec.model.model_type).model_type == spec.model.model_type, name
+        else:
+            assert os.path.isdir(spec.model.config_name), name
         assert spec.data.dataset_name and spec.training.do_train and spec.training.do_eval, name
         assert spec.training.seed == (0 if "seed" not in name else int(name.split("seed")[1][0])), name
         assert preset.baseline is None or preset.baseline in reproduce.PRESETS, name
