@@ -17,13 +17,13 @@ short warm-up each; medians of `--repeats`.
 
 import argparse
 import json
-import os
 import statistics
 import time
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from lengthgen.leaderboard.tables import written_whole
 from lengthgen.modeling import CausalLMWithRecurrence
 from lengthgen.training.hardware import hardware
 
@@ -125,6 +125,8 @@ def main(argv=None) -> dict:
     print(f"greedy generate, tokens/s: Llama {args.layers}x{args.hidden_size}, vocabulary {args.vocab_size}, "
           f"{args.dtype}, SDPA, batch {args.batch_size}, prompt {args.prompt}, {torch.get_num_threads()} thread(s); "
           f"ratio to the plain model's cached generate", flush=True)
+    record = {"hardware": hardware(args.threads), "precision": args.dtype,
+              "arguments": {k: v for k, v in vars(args).items() if k != "json"}}
     results = []
     for window, total in zip(args.windows, args.total):
         r = measure(args, window, total)
@@ -138,11 +140,8 @@ def main(argv=None) -> dict:
             cells += [f"{r['tokens_per_second'][name]:.1f}", f"{r['ratio'][name]:.2f}x"]
         print(" | ".join(cells), flush=True)
         if args.json:  # whole or not at all: a run stopped while writing keeps the last file
-            with open(args.json + ".part", "w") as f:
-                json.dump({"hardware": hardware(args.threads), "precision": args.dtype,
-                           "arguments": {k: v for k, v in vars(args).items() if k != "json"}, "results": results},
-                          f, indent=2)
-            os.replace(args.json + ".part", args.json)
+            with written_whole(args.json) as f:
+                json.dump({**record, "results": results}, f, indent=2)
     return {"results": results}
 
 
