@@ -109,6 +109,31 @@ def test_ndr_attention_forward_only_runs_no_backward():
     assert forward["geometric (PyTorch)"] < training["geometric (PyTorch)"]
 
 
+def test_triton_resources_compiles_the_kernels_for_an_h100_without_one(capsys):
+    """The Triton kernels of geometric attention through Triton's whole compiler to an sm_90 (H100, H200) binary on
+    this CPU: what the interpreter's tests cannot show (Triton compiles a subset of Python, and what a loop carries
+    must keep its type and layout), at the default launch and in bfloat16 and float64 (the largest shared memory);
+    registers, stack and shared memory come out of the binary, within what an H100 gives a program, and the programs
+    per streaming multiprocessor follow the hardware's rules (hand-worked below)."""
+    pytest.importorskip("triton")
+    resources = benchmark("triton_resources")
+    record = resources.main(["--configs", "16x4", "--dtypes", "bfloat16", "float64"])
+    rows = record["results"]
+    assert [(r["kernel"], r["dtype"]) for r in rows] == [
+        ("forward", "bfloat16"), ("forward", "float64"), ("backward", "bfloat16"), ("backward", "float64")]
+    for row in rows:
+        assert 0 < row["registers"] <= 255 and row["stack_bytes"] >= 0
+        assert 0 < row["shared_bytes"] <= 227 * 1024 and row["programs_per_sm"] >= 1
+    assert "backward | float64 | 16x4 |" in capsys.readouterr().out
+    # 153 registers: 4,896 per warp, given out as 5,120; 4 warps take 20,480 of 65,536 -> 3 programs
+    assert resources.programs_per_sm(153, 2048, 4) == 3
+    # 255 registers on 8 warps: 65,536, the whole register file -> 1; 100 KB of shared memory -> 2 of 228 KB
+    assert resources.programs_per_sm(255, 0, 8) == 1
+    assert resources.programs_per_sm(64, 100 * 1024, 4) == 2
+    # a small kernel: 64 warps per SM at most -> 16 programs of 4 warps
+    assert resources.programs_per_sm(32, 1024, 4) == 16
+
+
 def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored():
     """`--triton_configs 64x8`: rows per program x warps, powers of two; the kernels read them from their module
     while the context holds (forward and backward), the defaults come back after, also after an error; on a CPU the

@@ -31,15 +31,17 @@ geometric_module.load_cpu_kernel = geometric_module.triton_available = lambda: N
 
 
 def triton_attention(query, key, value, mask, normalize, bias, scale, block=None):
-    """The kernel on `(..., N, D)` inputs flattened as `geometric_attention` flattens them; the output in the compute
-    precision (the checks cast it to the inputs' dtype before the loss, as `geometric_attention` does)."""
+    """The kernel on `(..., N, D)` inputs flattened as `geometric_attention` flattens them: the output in the inputs'
+    dtype, and the one in the compute precision that backward keeps (the same tensor unless the inputs are
+    bfloat16)."""
     *batch, n, _ = query.shape
     flat = lambda x: x.reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
     real = mask.expand(*batch, n).reshape(-1, n).contiguous() if mask is not None else None
     out = TritonGeometricAttention.apply(
         flat(query), flat(key), flat(value), scale, flat(bias) if bias is not None else None, real, normalize, block
     )
-    return out.view(*batch, n, value.shape[-1])
+    accumulator = out.grad_fn.saved_tensors[5]
+    return out.view(*batch, n, value.shape[-1]), accumulator.view(*batch, n, value.shape[-1])
 
 
 def padding(kind, shape, n, g):
@@ -67,22 +69,23 @@ def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=
         inputs = [t.clone().to(dtype if run == "triton" and i < 3 else torch.float64).requires_grad_()
                   if t is not None else None for i, t in enumerate(tensors[:4])]
         if run == "triton":
-            out = triton_attention(*inputs[:3], mask, normalize, inputs[3], 0.8, block)
+            out, accumulator = triton_attention(*inputs[:3], mask, normalize, inputs[3], 0.8, block)
         else:
-            out = geometric_attention(*inputs[:3], mask, normalize, inputs[3], 0.8)
+            out = accumulator = geometric_attention(*inputs[:3], mask, normalize, inputs[3], 0.8)
         (out.to(dtype).double() * tensors[4]).sum().backward()
-        results.append([out.detach().double()] + [t.grad.double() for t in inputs if t is not None])
+        results.append([accumulator.detach().double(), out.detach().double()]
+                       + [t.grad.double() for t in inputs if t is not None])
     if loops:
         expected = direct_geometric_attention_output(query, key, value, mask, normalize, bias, scale=0.8)
         error = (results[1][0].cpu() - expected).abs().max().item()
         assert error <= 1e-10, ("PyTorch path against the loops", n, error)
     tolerance = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 1e-2}[dtype]
-    names = ["output", "query", "key", "value"] + (["direction_bias"] if with_bias else [])
+    names = ["accumulator", "output", "query", "key", "value"] + (["direction_bias"] if with_bias else [])
     for name, got, exact in zip(names, *results):
         assert got.dtype == exact.dtype and got.shape == exact.shape
         error = ((got - exact).abs().max() / exact.abs().max().clamp_min(1e-30)).item()
         bound = tolerance
-        if name == "output" and dtype == torch.bfloat16:  # a bfloat16 input's output is checked before the cast
+        if name == "accumulator" and dtype == torch.bfloat16:  # a bfloat16 input's output before its rounding
             bound = 1e-4
         if name == "direction_bias" and dtype == torch.float32:
             # the sum of a row's logit gradients over all N distances, which cancel: float32's rounding grows with N

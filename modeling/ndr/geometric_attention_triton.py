@@ -24,10 +24,13 @@ in the tiles starting at i0 - t BLOCK and i0 - (t + 1) BLOCK. The scores of thos
 along the key axis (`tl.gather`) skews them into distance coordinates (row r finds distance d at column r + d - t BLOCK
 of the right tiles taken together, and at column r - (d - t BLOCK) of the left ones, counted from the near tile's
 start), where `tl.cumsum` along the distance makes cR and cL; the weights are gathered back into key coordinates and
-multiply the values' tiles. The far tile of step t is the near tile of step t + 1, so its weights wait one step and
-each key tile is multiplied once per side. A step computes both sides, masked where one has run out of sources, up
-to the tile's farthest distance. With `normalize` the row sums T[i] = sum_j A[i, j] divide the output at the end
-(F.normalize's floor 1e-12). Memory beyond the inputs: the output in the compute precision and T.
+multiply the values' tiles. The far tile of step t is the near tile of step t + 1: its scores are kept for the next
+step, so each key tile is scored once per side, and its weights wait one step, so each is multiplied once per side.
+Each side walks as far as the farthest source of the tile's rows on that side: both sides while each has sources,
+then the one with sources left alone (the other's running sum holds all its sources by then); a tile near one end of
+the sequence walks the other side for about N / BLOCK steps and this side for one. With `normalize` the row sums
+T[i] = sum_j A[i, j] divide the output at the end (F.normalize's floor 1e-12). Memory beyond the inputs: the output
+in the compute precision (kept for backward; rounded once more to bfloat16 for bfloat16 inputs) and T.
 
 Backward. With g[i, j] = s_i (dO_i . v_j - c_i) the gradient of the unnormalised A (s = 1, c = 0 without
 normalisation; s = 1 / T and c = dO_i . out_i with it) and G = g * A the gradient of log A, the logits' gradient is
@@ -49,8 +52,11 @@ dV_j = sum_i s_i A[i, j] dO_i, gather contributions from every query tile, and a
 choice) cannot make them: dx[i, j] and A[i, j] depend on row i's running sums at distance |i - j|, which only a walk of
 row i from distance 1 has. So each program adds its contribution to one key tile per side and step with `tl.atomic_add`
 (float32, or float64) once that tile is complete for its rows (the far tile's part waits one step, as in forward):
-2 N / BLOCK additions of a (BLOCK, d_head) tile per key, not deterministic in the order of the sums. Memory beyond
-the inputs: c, s and Σ per row, and float32 (float64) buffers for the gradients, O(N d_head) per matrix.
+2 N / BLOCK additions of a (BLOCK, d_head) tile per key, not deterministic in the order of the sums. The program
+makes c, s and Σ of its rows itself from dO, the kept output and T, and scales its dK contributions before adding
+them, so around the launch run only the zeroing of the dK and dV sums and their rounding to the inputs' dtype (below
+N = 1,024 a GPU spends most of the time launching). Memory beyond the inputs: float32 (float64) buffers for the key
+and value gradients, O(N d_head) per matrix.
 
 Precision. bfloat16 inputs go into the products as they are (their products are exact in float32, on tensor cores);
 everything else is float32, and a float32 factor (the weights, dx) of a product with a bfloat16 tile enters as two
@@ -59,9 +65,12 @@ IEEE products in their own precision (float16 inputs are computed as float32 by 
 
 Its correctness is tested on the CPU with Triton's interpreter (`TRITON_INTERPRET=1`,
 tests/test_ndr_geometric_attention.py) against the PyTorch path in float64, and compiled on a CUDA GPU by
-tests/triton_interpreter_checks.py; benchmarks/ndr_attention.py measures its time and memory against SDPA.
+tests/triton_interpreter_checks.py; benchmarks/triton_resources.py compiles the kernels for a GPU on any machine and
+reads their registers, stack and shared memory; benchmarks/ndr_attention.py measures time and memory against SDPA.
 Used by `geometric_attention` for CUDA tensors when Triton (with `tl.gather`, 3.2 or later) is installed.
 """
+
+import functools
 
 import torch
 
@@ -76,7 +85,6 @@ except ImportError:  # CPU-only installs: geometric_attention uses the C++ kerne
 # rows on 8 warps, 3.7 and 46 for 64 on 8, 9.0 and 125 for 64 on 4 (benchmarks/ndr_attention.py --triton_configs).
 BLOCK = 16
 NUM_WARPS = 4  # warps per program
-_EPS = 1e-12  # F.normalize's floor on the L1 norm
 DTYPES = (torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -155,47 +163,58 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         return tl.where(inside, tl.gather(x, tl.minimum(tl.maximum(e, 0), BLOCK - 1), 1), 0.0)
 
     @triton.jit
-    def _logits(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias, r, e, c, kw, SIGMA: tl.constexpr,
-                HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
-                BLOCK: tl.constexpr):
-        """Logits of the query tile at distances 1 + t BLOCK + e on side SIGMA, in distance coordinates, whether
-        each is a real source, and the two key tiles they came from."""
-        near = i0 + SIGMA * t * BLOCK
-        k_near = _tile(K, kbase, near, n, d_k, c, kw)
-        k_far = _tile(K, kbase, near + SIGMA * BLOCK, n, d_k, c, kw)
-        s_near = _inputs_product(q, k_near, SPLIT, PRECISION, WIDEN)
-        s_far = _inputs_product(q, k_far, SPLIT, PRECISION, WIDEN)
-        scores = _to_distance(s_near, s_far, r, e, SIGMA, BLOCK)
-        x = scores * scale + bias[:, None]
-        j = (i0 + r)[:, None] + SIGMA * (1 + t * BLOCK + e)[None, :]
+    def _side(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias, s_near, r, kw, SIGMA: tl.constexpr,
+              HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+              BLOCK: tl.constexpr):
+        """Distance block t on side SIGMA of the query tile, in distance coordinates: log P, log(1 - P) (0 at
+        non-sources) and whether each entry is a real source; and the scores of the far key tile, which is the next
+        step's near one (`s_near`, this step's near tile's scores, were the last step's far ones)."""
+        s_far = _inputs_product(q, _tile(K, kbase, i0 + SIGMA * (t + 1) * BLOCK, n, d_k, r, kw), SPLIT, PRECISION,
+                                WIDEN)
+        x = _to_distance(s_near, s_far, r, r, SIGMA, BLOCK) * scale + bias[:, None]
+        j = (i0 + r)[:, None] + SIGMA * (1 + t * BLOCK + r)[None, :]
         real = ((i0 + r) < n)[:, None] & (j >= 0) & (j < n)
         if HAS_MASK:
             real = real & (tl.load(REAL + mbase + j, mask=real, other=0) != 0)
-        return x, real, k_near, k_far
+        softplus = _softplus_neg_abs(x)
+        log_q = tl.where(real, tl.minimum(-x, 0.0) - softplus, 0.0)
+        return tl.minimum(x, 0.0) - softplus, log_q, real, s_far
 
     @triton.jit
-    def _weights(x_r, real_r, x_l, real_l, c_right, c_left):
-        """A at one block of distances on both sides (unnormalised), log P, log(1 - P) (0 at non-sources), and
-        the running sums cR, cL carried past the block."""
-        softplus_r = _softplus_neg_abs(x_r)
-        softplus_l = _softplus_neg_abs(x_l)
-        log_p_r = tl.minimum(x_r, 0.0) - softplus_r
-        log_p_l = tl.minimum(x_l, 0.0) - softplus_l
-        log_q_r = tl.where(real_r, tl.minimum(-x_r, 0.0) - softplus_r, 0.0)
-        log_q_l = tl.where(real_l, tl.minimum(-x_l, 0.0) - softplus_l, 0.0)
-        right = c_right[:, None] + tl.cumsum(log_q_r, 1)  # cR(d)
-        left_before = c_left[:, None] + tl.cumsum(log_q_l, 1) - log_q_l  # cL(d - 1)
-        a_r = tl.where(real_r, tl.exp(log_p_r + (right - log_q_r) + left_before), 0.0)
-        a_l = tl.where(real_l, tl.exp(log_p_l + right + left_before), 0.0)
-        return a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right + tl.sum(log_q_r, 1), c_left + tl.sum(log_q_l, 1)
+    def _step(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
+              RIGHT: tl.constexpr, LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
+              PRECISION: tl.constexpr, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
+        """Distance block t of the sides still walking (RIGHT, LEFT): A there (unnormalised), log P, log(1 - P), which
+        entries are sources, the running sums cR, cL carried past the block and the far tiles' scores. A side that
+        has run out of sources is not computed (zeros): its running sum already holds all its sources."""
+        zeros = tl.zeros([BLOCK, BLOCK], c_right.dtype)
+        a_r, log_p_r, log_q_r, real_r = zeros, zeros, zeros, zeros != 0.0
+        a_l, log_p_l, log_q_l, real_l = zeros, zeros, zeros, zeros != 0.0
+        right = c_right[:, None] + zeros  # cR(d)
+        left_before = c_left[:, None] + zeros  # cL(d - 1)
+        if RIGHT:
+            log_p_r, log_q_r, real_r, s_r = _side(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, s_r, r, kw,
+                                                  1, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+            right += tl.cumsum(log_q_r, 1)
+            c_right += tl.sum(log_q_r, 1)
+        if LEFT:
+            log_p_l, log_q_l, real_l, s_l = _side(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_l, s_l, r, kw,
+                                                  -1, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+            left_before += tl.cumsum(log_q_l, 1) - log_q_l
+            c_left += tl.sum(log_q_l, 1)
+        if RIGHT:
+            a_r = tl.where(real_r, tl.exp(log_p_r + (right - log_q_r) + left_before), 0.0)
+        if LEFT:
+            a_l = tl.where(real_l, tl.exp(log_p_l + right + left_before), 0.0)
+        return a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, real_r, real_l, c_right, c_left, s_r, s_l
 
     @triton.jit
     def _query_tile(Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
                     BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
         """The program's first row i0, its rows (as offsets r and indices), where its matrix starts in the (M, N,
         d_k), (M, N, d_v) and (M, N) tensors; its rows' queries and direction biases (0 without); the scale (in the
-        compute precision: a Python float argument would be float32); the distance blocks up to the farthest source
-        of any of its rows."""
+        compute precision: a Python float argument would be float32); the distance blocks to the right and to the
+        left up to the farthest source of any of its rows on that side."""
         pid = tl.program_id(0)
         m = (pid // tiles).to(tl.int64)
         i0 = (pid % tiles) * BLOCK
@@ -207,28 +226,53 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         if HAS_BIAS:
             bias_r = tl.load(BIAS + (m * n + rows) * 2, mask=rows < n, other=0.0).to(COMPUTE)
             bias_l = tl.load(BIAS + (m * n + rows) * 2 + 1, mask=rows < n, other=0.0).to(COMPUTE)
-        steps = tl.cdiv(tl.maximum(n - 1 - i0, tl.minimum(i0 + BLOCK, n) - 1), BLOCK)
-        return i0, r, rows, m * n * d_k, m * n * d_v, m * n, q, bias_r, bias_l, tl.load(SCALE), steps
+        steps_r = tl.cdiv(n - 1 - i0, BLOCK)
+        steps_l = tl.cdiv(tl.minimum(i0 + BLOCK, n) - 1, BLOCK)
+        return i0, r, rows, m * n * d_k, m * n * d_v, m * n, q, bias_r, bias_l, tl.load(SCALE), steps_r, steps_l
 
     @triton.jit
-    def _step(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, r, kw,
-              HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
-              BLOCK: tl.constexpr):
-        """Distance block t of both sides: `_weights`' results, which entries are sources, and the near key tiles."""
-        x_r, real_r, k_r, _ = _logits(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, r, r, r, kw, 1,
-                                      HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
-        x_l, real_l, k_l, _ = _logits(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_l, r, r, r, kw, -1,
-                                      HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
-        a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right, c_left = _weights(x_r, real_r, x_l, real_l,
-                                                                                 c_right, c_left)
-        return a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right, c_left, real_r, real_l, k_r, k_l
+    def _walk(PART: tl.constexpr, steps_r, steps_l):
+        """The steps [first, last) of part PART of a walk: 0, both sides while each has sources; 1, then the right
+        side alone; 2, or the left side alone (one of the two is empty)."""
+        both = tl.minimum(steps_r, steps_l)
+        first = both
+        last = steps_l
+        if PART == 0:
+            first = both * 0
+            last = both
+        if PART == 1:
+            last = steps_r
+        return first, last
 
     @triton.jit
-    def _forward_kernel(Q, K, V, BIAS, REAL, OUT, TOTALS, SCALE, n, d_k, d_v, tiles,
-                        HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, NORMALIZE: tl.constexpr,
+    def _forward_step(q, K, V, REAL, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
+                      c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total, RIGHT: tl.constexpr, LEFT: tl.constexpr,
+                      HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+                      BLOCK: tl.constexpr):
+        """Distance block t of forward: the weights' row sums, and their products with the near value tiles, which
+        are complete for these rows with this step's part and the far part of the last step (which waited)."""
+        a_r, a_l, _, _, _, _, _, _, c_right, c_left, s_r, s_l = _step(
+            q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
+            RIGHT, LEFT, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+        if RIGHT:
+            total += tl.sum(a_r, 1)
+            v_r = _tile(V, vbase, i0 + t * BLOCK, n, d_v, r, vw)
+            acc += _product(wait_r + _to_keys(a_r, r, r, 1, BLOCK, False), v_r, SPLIT, PRECISION, WIDEN)
+            wait_r = _to_keys(a_r, r, r, 1, BLOCK, True)
+        if LEFT:
+            total += tl.sum(a_l, 1)
+            v_l = _tile(V, vbase, i0 - t * BLOCK, n, d_v, r, vw)
+            acc += _product(wait_l + _to_keys(a_l, r, r, -1, BLOCK, False), v_l, SPLIT, PRECISION, WIDEN)
+            wait_l = _to_keys(a_l, r, r, -1, BLOCK, True)
+        return c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total
+
+    @triton.jit
+    def _forward_kernel(Q, K, V, BIAS, REAL, OUT, RESULT, TOTALS, SCALE, n, d_k, d_v, tiles,
+                        HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, NORMALIZE: tl.constexpr, CAST: tl.constexpr,
                         SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
                         BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
-        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps = _query_tile(
+        """OUT: the output in the compute precision; RESULT, with CAST, the same in the inputs' dtype."""
+        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps_r, steps_l = _query_tile(
             Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
         live = rows < n
         kw = tl.arange(0, BLOCK_K)
@@ -239,41 +283,109 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         acc = tl.zeros([BLOCK, BLOCK_V], COMPUTE)
         wait_r = tl.zeros([BLOCK, BLOCK], COMPUTE)  # weights on the far tiles, multiplied at the next step
         wait_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
-        for t in range(0, steps):
-            a_r, a_l, _, _, _, _, c_right, c_left, _, _, _, _ = _step(
-                q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, r, kw,
-                HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
-            total += tl.sum(a_r, 1) + tl.sum(a_l, 1)
-            v_r = _tile(V, vbase, i0 + t * BLOCK, n, d_v, r, vw)
-            v_l = _tile(V, vbase, i0 - t * BLOCK, n, d_v, r, vw)
-            acc += _product(wait_r + _to_keys(a_r, r, r, 1, BLOCK, False), v_r, SPLIT, PRECISION, WIDEN)
-            acc += _product(wait_l + _to_keys(a_l, r, r, -1, BLOCK, False), v_l, SPLIT, PRECISION, WIDEN)
-            wait_r = _to_keys(a_r, r, r, 1, BLOCK, True)
-            wait_l = _to_keys(a_l, r, r, -1, BLOCK, True)
-        acc += _product(wait_r, _tile(V, vbase, i0 + steps * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
-        acc += _product(wait_l, _tile(V, vbase, i0 - steps * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        s_r = _inputs_product(q, _tile(K, kbase, i0, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)  # both sides' first
+        s_l = s_r  # near tile: the query tile's own keys
+        for part in tl.static_range(3):
+            first, last = _walk(part, steps_r, steps_l)
+            for t in range(first, last):
+                c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total = _forward_step(
+                    q, K, V, REAL, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
+                    c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total, part != 2, part != 1,
+                    HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+        acc += _product(wait_r, _tile(V, vbase, i0 + steps_r * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        acc += _product(wait_l, _tile(V, vbase, i0 - steps_l * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
         if NORMALIZE:
-            acc = acc / tl.maximum(total, 1e-12)[:, None]
-        tl.store(OUT + vbase + rows[:, None] * d_v + vw[None, :], acc, mask=live[:, None] & (vw < d_v)[None, :])
+            acc = acc / tl.maximum(total, 1e-12)[:, None]  # F.normalize's floor on the L1 norm
+        where = vbase + rows[:, None] * d_v + vw[None, :]
+        inside = live[:, None] & (vw < d_v)[None, :]
+        tl.store(OUT + where, acc, mask=inside)
+        if CAST:
+            tl.store(RESULT + where, acc, mask=inside)  # rounded to RESULT's dtype
         tl.store(TOTALS + mbase + rows, total, mask=live)
 
     @triton.jit
-    def _backward_kernel(Q, K, V, DO, BIAS, REAL, COEF, ROW_SCALE, SIGMA_G, DQ, DK, DV, DBIAS,
-                         SCALE, n, d_k, d_v, tiles,
-                         HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
-                         PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
+    def _backward_step(q, K, V, REAL, DK, DV, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw,
+                       vw, do, coef, row_scale, sigma_g, c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left,
+                       grad_bias_r, grad_bias_l, dq, wait_dx_r, wait_dx_l, wait_a_r, wait_a_l,
+                       RIGHT: tl.constexpr, LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
+                       PRECISION: tl.constexpr, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
+        """Distance block t of backward: recomputes forward's step, makes G and dx there, and adds the products of
+        the near key tiles (complete for these rows, as in forward) to dQ, and to dK (scaled) and dV in memory. u_r,
+        u_l: dO . v of the near value tiles (the last step's far ones), kept as the scores are."""
+        a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, real_r, real_l, c_right, c_left, s_r, s_l = _step(
+            q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
+            RIGHT, LEFT, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+        zeros = tl.zeros([BLOCK, BLOCK], c_right.dtype)
+        big_g_r = zeros
+        big_g_l = zeros
+        through_r = g_right[:, None] + zeros  # GR(<= d)
+        through_l = g_left[:, None] + zeros  # GL(<= d)
+        if RIGHT:
+            u_far = _inputs_product(do, _tile(V, vbase, i0 + (t + 1) * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+            big_g_r = a_r * ((_to_distance(u_r, u_far, r, r, 1, BLOCK) - coef[:, None]) * row_scale[:, None])
+            u_r = u_far
+            through_r += tl.cumsum(big_g_r, 1)
+        if LEFT:
+            u_far = _inputs_product(do, _tile(V, vbase, i0 - (t + 1) * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+            big_g_l = a_l * ((_to_distance(u_l, u_far, r, r, -1, BLOCK) - coef[:, None]) * row_scale[:, None])
+            u_l = u_far
+            through_l += tl.cumsum(big_g_l, 1)
+        if RIGHT:
+            farther_r = sigma_g[:, None] - through_r - (through_l - big_g_l)
+            dx_r = big_g_r * tl.exp(log_q_r) - tl.where(real_r, tl.exp(log_p_r), 0.0) * farther_r
+            g_right += tl.sum(big_g_r, 1)
+            grad_bias_r += tl.sum(dx_r, 1)
+            a_r = a_r * row_scale[:, None]
+            start = i0 + t * BLOCK
+            tile_dx = wait_dx_r + _to_keys(dx_r, r, r, 1, BLOCK, False)
+            tile_a = wait_a_r + _to_keys(a_r, r, r, 1, BLOCK, False)
+            dq += _product(tile_dx, _tile(K, kbase, start, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+            _add_tile(DK, kbase, start, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN) * scale)
+            _add_tile(DV, vbase, start, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
+            wait_dx_r = _to_keys(dx_r, r, r, 1, BLOCK, True)
+            wait_a_r = _to_keys(a_r, r, r, 1, BLOCK, True)
+        if LEFT:
+            farther_l = sigma_g[:, None] - through_r - through_l
+            dx_l = big_g_l * tl.exp(log_q_l) - tl.where(real_l, tl.exp(log_p_l), 0.0) * farther_l
+            g_left += tl.sum(big_g_l, 1)
+            grad_bias_l += tl.sum(dx_l, 1)
+            a_l = a_l * row_scale[:, None]
+            start = i0 - t * BLOCK
+            tile_dx = wait_dx_l + _to_keys(dx_l, r, r, -1, BLOCK, False)
+            tile_a = wait_a_l + _to_keys(a_l, r, r, -1, BLOCK, False)
+            dq += _product(tile_dx, _tile(K, kbase, start, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+            _add_tile(DK, kbase, start, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN) * scale)
+            _add_tile(DV, vbase, start, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
+            wait_dx_l = _to_keys(dx_l, r, r, -1, BLOCK, True)
+            wait_a_l = _to_keys(a_l, r, r, -1, BLOCK, True)
+        return (c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left, grad_bias_r, grad_bias_l, dq,
+                wait_dx_r, wait_dx_l, wait_a_r, wait_a_l)
+
+    @triton.jit
+    def _backward_kernel(Q, K, V, DO, BIAS, REAL, OUT, TOTALS, DQ, DK, DV, DBIAS, SCALE, n, d_k, d_v, tiles,
+                         HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, NORMALIZE: tl.constexpr,
+                         SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
                          BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
-        """COEF, ROW_SCALE: c_i, s_i of g = s_i (dO_i . v_j - c_i); SIGMA_G: sum_j G[i, j]. DQ, DBIAS are written,
-        DK (unscaled) and DV added to."""
-        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps = _query_tile(
+        """OUT, TOTALS: forward's output (compute precision) and row sums. DQ (in the inputs' dtype) and DBIAS are
+        written, DK and DV (compute precision) added to."""
+        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps_r, steps_l = _query_tile(
             Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
         live = rows < n
         kw = tl.arange(0, BLOCK_K)
         vw = tl.arange(0, BLOCK_V)
         do = _tile(DO, vbase, i0, n, d_v, r, vw)
-        coef = tl.load(COEF + mbase + rows, mask=live, other=0.0)
-        row_scale = tl.load(ROW_SCALE + mbase + rows, mask=live, other=0.0)
-        sigma_g = tl.load(SIGMA_G + mbase + rows, mask=live, other=0.0)
+        row_dot = tl.sum(do.to(COMPUTE) * _tile(OUT, vbase, i0, n, d_v, r, vw), 1)  # dO_i . out_i
+        # c_i and s_i of g[i, j] = s_i (dO_i . v_j - c_i), and sigma_g = sum_j G[i, j]
+        if NORMALIZE:  # out = A V / T: g = (dO . v_j - dO . out_i) / T, and sum_j G[i, j] = 0 where T > eps
+            totals = tl.load(TOTALS + mbase + rows, mask=live, other=0.0)
+            alive = totals > 1e-12
+            coef = tl.where(alive, row_dot, 0.0)
+            row_scale = 1.0 / tl.maximum(totals, 1e-12)
+            sigma_g = tl.where(alive, 0.0, row_dot)
+        else:
+            coef = tl.zeros([BLOCK], COMPUTE)
+            row_scale = coef + 1.0
+            sigma_g = row_dot
         c_right = tl.zeros([BLOCK], COMPUTE)
         c_left = tl.zeros([BLOCK], COMPUTE)
         g_right = tl.zeros([BLOCK], COMPUTE)  # GR, GL: the running sums of G
@@ -285,57 +397,25 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         wait_dx_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
         wait_a_r = tl.zeros([BLOCK, BLOCK], COMPUTE)
         wait_a_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
-        for t in range(0, steps):
-            a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, c_right, c_left, real_r, real_l, k_r, k_l = _step(
-                q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, r, kw,
-                HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
-            start_r = i0 + t * BLOCK
-            start_l = i0 - t * BLOCK
-            v_r = _tile(V, vbase, start_r, n, d_v, r, vw)
-            v_l = _tile(V, vbase, start_l, n, d_v, r, vw)
-            v_r_far = _tile(V, vbase, start_r + BLOCK, n, d_v, r, vw)
-            v_l_far = _tile(V, vbase, start_l - BLOCK, n, d_v, r, vw)
-            g_r = _to_distance(_inputs_product(do, v_r, SPLIT, PRECISION, WIDEN),
-                               _inputs_product(do, v_r_far, SPLIT, PRECISION, WIDEN), r, r, 1, BLOCK)
-            g_l = _to_distance(_inputs_product(do, v_l, SPLIT, PRECISION, WIDEN),
-                               _inputs_product(do, v_l_far, SPLIT, PRECISION, WIDEN), r, r, -1, BLOCK)
-            big_g_r = a_r * ((g_r - coef[:, None]) * row_scale[:, None])
-            big_g_l = a_l * ((g_l - coef[:, None]) * row_scale[:, None])
-            through_r = g_right[:, None] + tl.cumsum(big_g_r, 1)  # GR(<= d)
-            through_l = g_left[:, None] + tl.cumsum(big_g_l, 1)  # GL(<= d)
-            farther_r = sigma_g[:, None] - through_r - (through_l - big_g_l)
-            farther_l = sigma_g[:, None] - through_r - through_l
-            p_r = tl.where(real_r, tl.exp(log_p_r), 0.0)
-            p_l = tl.where(real_l, tl.exp(log_p_l), 0.0)
-            dx_r = big_g_r * tl.exp(log_q_r) - p_r * farther_r
-            dx_l = big_g_l * tl.exp(log_q_l) - p_l * farther_l
-            g_right += tl.sum(big_g_r, 1)
-            g_left += tl.sum(big_g_l, 1)
-            grad_bias_r += tl.sum(dx_r, 1)
-            grad_bias_l += tl.sum(dx_l, 1)
-            a_r = a_r * row_scale[:, None]
-            a_l = a_l * row_scale[:, None]
-            # the near key tiles are complete for these rows: their part of this step plus the far part of the last
-            tile_dx = wait_dx_r + _to_keys(dx_r, r, r, 1, BLOCK, False)
-            tile_a = wait_a_r + _to_keys(a_r, r, r, 1, BLOCK, False)
-            dq += _product(tile_dx, k_r, SPLIT, PRECISION, WIDEN)
-            _add_tile(DK, kbase, start_r, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN))
-            _add_tile(DV, vbase, start_r, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
-            tile_dx = wait_dx_l + _to_keys(dx_l, r, r, -1, BLOCK, False)
-            tile_a = wait_a_l + _to_keys(a_l, r, r, -1, BLOCK, False)
-            dq += _product(tile_dx, k_l, SPLIT, PRECISION, WIDEN)
-            _add_tile(DK, kbase, start_l, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN))
-            _add_tile(DV, vbase, start_l, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
-            wait_dx_r = _to_keys(dx_r, r, r, 1, BLOCK, True)
-            wait_dx_l = _to_keys(dx_l, r, r, -1, BLOCK, True)
-            wait_a_r = _to_keys(a_r, r, r, 1, BLOCK, True)
-            wait_a_l = _to_keys(a_l, r, r, -1, BLOCK, True)
-        start_r = i0 + steps * BLOCK
-        start_l = i0 - steps * BLOCK
+        s_r = _inputs_product(q, _tile(K, kbase, i0, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        s_l = s_r
+        u_r = _inputs_product(do, _tile(V, vbase, i0, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        u_l = u_r
+        for part in tl.static_range(3):
+            first, last = _walk(part, steps_r, steps_l)
+            for t in range(first, last):
+                (c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left, grad_bias_r, grad_bias_l, dq,
+                 wait_dx_r, wait_dx_l, wait_a_r, wait_a_l) = _backward_step(
+                    q, K, V, REAL, DK, DV, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
+                    do, coef, row_scale, sigma_g, c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left,
+                    grad_bias_r, grad_bias_l, dq, wait_dx_r, wait_dx_l, wait_a_r, wait_a_l, part != 2, part != 1,
+                    HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+        start_r = i0 + steps_r * BLOCK
+        start_l = i0 - steps_l * BLOCK
         dq += _product(wait_dx_r, _tile(K, kbase, start_r, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
         dq += _product(wait_dx_l, _tile(K, kbase, start_l, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
-        _add_tile(DK, kbase, start_r, n, d_k, r, kw, _product(tl.trans(wait_dx_r), q, SPLIT, PRECISION, WIDEN))
-        _add_tile(DK, kbase, start_l, n, d_k, r, kw, _product(tl.trans(wait_dx_l), q, SPLIT, PRECISION, WIDEN))
+        _add_tile(DK, kbase, start_r, n, d_k, r, kw, _product(tl.trans(wait_dx_r), q, SPLIT, PRECISION, WIDEN) * scale)
+        _add_tile(DK, kbase, start_l, n, d_k, r, kw, _product(tl.trans(wait_dx_l), q, SPLIT, PRECISION, WIDEN) * scale)
         _add_tile(DV, vbase, start_r, n, d_v, r, vw, _product(tl.trans(wait_a_r), do, SPLIT, PRECISION, WIDEN))
         _add_tile(DV, vbase, start_l, n, d_v, r, vw, _product(tl.trans(wait_a_l), do, SPLIT, PRECISION, WIDEN))
         tl.store(DQ + kbase + rows[:, None] * d_k + kw[None, :], dq * scale, mask=live[:, None] & (kw < d_k)[None, :])
@@ -361,10 +441,14 @@ def _feature_block(d: int) -> int:
 
 class TritonGeometricAttention(torch.autograd.Function):
     """A @ value on flattened `(M, N, D)` inputs of one dtype (bfloat16, float32 or float64; bias `(M, N, 2)` or None,
-    real `(M, N)` bool or None). Returns the output in the compute precision (float64 for float64 inputs, float32
-    otherwise); its gradient is rounded to the inputs' dtype in backward, which is exact when the output is cast to
-    that dtype, as `geometric_attention` does. `block`: rows per program, distances per step (a power of two, at least
-    16; the default suits a GPU, the tests use smaller ones)."""
+    real `(M, N)` bool or None), in that dtype; computed in float32 (float64 for float64 inputs), as the gradients
+    are. `block`: rows per program, distances per step (a power of two, at least 16; the default suits a GPU, the
+    tests use smaller ones).
+
+    Each pass is one kernel launch and little else (on a GPU below N = 1,024 the launches are most of the time):
+    forward writes the output in the compute precision, which backward keeps for dO . out, and, for bfloat16 inputs,
+    rounded to bfloat16; backward makes c, s and Σ per row itself and scales dK as it adds to it, so around it run
+    only the zeroing of the dK and dV sums and their rounding to the inputs' dtype."""
 
     @staticmethod
     def forward(ctx, query, key, value, scale, bias, real, normalize, block=None):
@@ -386,53 +470,50 @@ class TritonGeometricAttention(torch.autograd.Function):
         bias_dtype = bias.dtype if bias is not None else None
         bias = bias.to(compute).contiguous() if bias is not None else None
         real = real.contiguous() if real is not None else None
-        scale_ = torch.full((1,), float(scale), dtype=compute, device=query.device)
+        scale_ = _scalar(float(scale), compute, query.device)
         out = query.new_empty(m, n, d_v, dtype=compute)
+        result = out if query.dtype == compute else query.new_empty(m, n, d_v)
         totals = query.new_empty(m, n, dtype=compute)
         tiles = triton.cdiv(n, block)
         if n > 0 and m > 0:
             _forward_kernel[(m * tiles,)](
-                query, key, value, bias if bias is not None else out, real if real is not None else out, out, totals,
-                scale_, n, d_k, d_v, tiles, NORMALIZE=normalize, **_options(query.dtype, bias, real, block, d_k, d_v),
+                query, key, value, bias if bias is not None else out, real if real is not None else out, out, result,
+                totals, scale_, n, d_k, d_v, tiles, NORMALIZE=normalize, CAST=result is not out,
+                **_options(query.dtype, bias, real, block, d_k, d_v),
             )
         ctx.save_for_backward(query, key, value, bias, real, out, totals, scale_)
         ctx.normalize, ctx.block, ctx.bias_dtype = normalize, block, bias_dtype
-        return out
+        return result
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx, grad_result):
         query, key, value, bias, real, out, totals, scale_ = ctx.saved_tensors
         m, n, d_k = query.shape
         d_v = value.shape[-1]
-        grad_out = grad_out.to(query.dtype).contiguous()  # what the kernel multiplies with, and so sums in G
-        row_dot = (grad_out.to(out.dtype) * out).sum(-1)  # dO_i . out_i
-        if ctx.normalize:  # out = A V / T: g = (dO . v_j - dO . out_i) / T, and sum_j G[i, j] = 0 where T > eps
-            alive = totals > _EPS
-            coef = torch.where(alive, row_dot, 0.0)
-            row_scale = 1.0 / totals.clamp_min(_EPS)
-            sigma_g = torch.where(alive, 0.0, row_dot)
-        else:
-            coef, row_scale, sigma_g = torch.zeros_like(row_dot), torch.ones_like(row_dot), row_dot
-        grad_query = query.new_empty(m, n, d_k, dtype=out.dtype)
-        grad_key = torch.zeros_like(grad_query)
+        grad_result = grad_result.to(query.dtype).contiguous()
+        grad_query = torch.empty_like(query)
+        grad_key = query.new_zeros(m, n, d_k, dtype=out.dtype)  # sums of atomic additions, in the compute precision
         grad_value = torch.zeros_like(out)
         grad_bias = torch.empty_like(bias) if bias is not None else None
         tiles = triton.cdiv(n, ctx.block)
         if n > 0 and m > 0:
             _backward_kernel[(m * tiles,)](
-                query, key, value, grad_out, bias if bias is not None else out,
-                real if real is not None else out, coef.contiguous(), row_scale.contiguous(), sigma_g.contiguous(),
-                grad_query, grad_key, grad_value, grad_bias if grad_bias is not None else out, scale_,
-                n, d_k, d_v, tiles, **_options(query.dtype, bias, real, ctx.block, d_k, d_v),
+                query, key, value, grad_result, bias if bias is not None else out, real if real is not None else out,
+                out, totals, grad_query, grad_key, grad_value, grad_bias if grad_bias is not None else out, scale_,
+                n, d_k, d_v, tiles, NORMALIZE=ctx.normalize, **_options(query.dtype, bias, real, ctx.block, d_k, d_v),
             )
         else:
             grad_query.zero_()
             if grad_bias is not None:
                 grad_bias.zero_()
-        grad_key.mul_(scale_)
         grad_bias = grad_bias.to(ctx.bias_dtype) if grad_bias is not None else None
-        grads = grad_query.to(query.dtype), grad_key.to(key.dtype), grad_value.to(value.dtype)
-        return (*grads, None, grad_bias, None, None, None)
+        return grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), None, grad_bias, None, None, None
+
+
+@functools.lru_cache(maxsize=16)
+def _scalar(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """`value` as a one-element tensor on `device`, made once (a fill at every call would be one more launch)."""
+    return torch.full((1,), value, dtype=dtype, device=device)
 
 
 def _options(dtype, bias, real, block, d_k, d_v) -> dict:

@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+"""What the Triton kernels of geometric attention ask of an NVIDIA GPU, found without one: Triton compiles them for
+the GPU's compute capability on this machine (its own compiler and the ptxas and cuobjdump its wheel ships), and
+cuobjdump reads the registers per thread, the stack per thread (where registers that do not fit are spilled) and the
+shared memory per program out of the binary. From them, how many programs of the kernel one streaming multiprocessor
+holds at once (65,536 registers, 228 KB of shared memory, 64 warps and 32 programs on an H100 or H200): a kernel
+that waits on memory runs faster the more it holds.
+
+Each kernel is compiled with a direction bias and a padding mask (the most code), normalised, for d_head 32, for
+every launch configuration (rows per program x warps) and dtype asked:
+
+    python benchmarks/triton_resources.py                                    # sm_90 (H100, H200), bf16, 16x4 and 32x8
+    python benchmarks/triton_resources.py --configs 16x2 16x4 32x4 32x8 --dtypes bfloat16 float32 float64 \\
+        --json docs/ndr_attention_triton_resources.json
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    sys.exit("triton_resources.py compiles the kernels: run it without TRITON_INTERPRET=1")
+
+import torch  # noqa: E402
+
+from lengthgen.leaderboard.tables import written_whole  # noqa: E402
+from lengthgen.modeling.ndr import geometric_attention_triton as kernels  # noqa: E402
+from lengthgen.training.hardware import hardware  # noqa: E402
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
+TRITON_TYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
+# one streaming multiprocessor of compute capability 8.0 to 9.0 (A100, H100, H200)
+SM_REGISTERS, SM_SHARED, SM_WARPS, SM_PROGRAMS = 65536, 228 * 1024, 64, 32
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="+", default=["16x4", "32x8"],
+                        help="launch configurations, rows per program x warps (powers of two, rows at least 16)")
+    parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["bfloat16"], help="input dtypes")
+    parser.add_argument("--capability", type=int, default=90, help="compute capability x 10: 90 for H100/H200")
+    parser.add_argument("--head_size", type=int, default=32, help="d_k = d_v")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args(argv)
+    if not kernels.available():
+        parser.error("Triton with tl.gather (3.2 or later) is not installed")
+    args.configs = [config(text, parser) for text in args.configs]
+    return args
+
+
+def config(text: str, parser) -> tuple[int, int]:
+    block, _, warps = text.partition("x")
+    if not (block.isdigit() and warps.isdigit()) or int(block) < 16 or int(block) & (int(block) - 1) \
+            or int(warps) < 1 or int(warps) & (int(warps) - 1):
+        parser.error(f"--configs: expected BLOCKxWARPS with powers of two, BLOCK at least 16 (e.g. 16x4), got {text!r}")
+    return int(block), int(warps)
+
+
+def compiled(name: str, dtype: torch.dtype, block: int, warps: int, capability: int = 90, head_size: int = 32):
+    """Kernel `name` ("_forward_kernel" or "_backward_kernel") compiled by Triton for an NVIDIA GPU of compute
+    capability `capability` / 10, with the constants `TritonGeometricAttention` launches it with: Triton's
+    CompiledKernel (its `asm` holds the PTX and the binary)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = getattr(kernels, name)
+    constants = kernels._options(dtype, True, True, block, head_size, head_size)  # with a bias and a mask
+    constants.pop("num_warps")
+    constants["NORMALIZE"] = True
+    if "CAST" in kernel.arg_names:
+        constants["CAST"] = dtype == torch.bfloat16
+    inputs, compute = TRITON_TYPES[dtype], "fp64" if dtype == torch.float64 else "fp32"
+    signature = {}
+    for arg in kernel.arg_names:
+        if arg in constants:
+            signature[arg] = "constexpr"
+        elif arg in ("n", "d_k", "d_v", "tiles"):
+            signature[arg] = "i32"
+        elif arg in ("Q", "K", "V", "DO", "RESULT", "DQ"):  # in the inputs' dtype
+            signature[arg] = "*" + inputs
+        elif arg == "REAL":
+            signature[arg] = "*i1"
+        else:  # bias, the output and row sums kept for backward, the gradient sums, the scale
+            signature[arg] = "*" + compute
+    source = ASTSource(kernel, signature, {(kernel.arg_names.index(k),): v for k, v in constants.items()})
+    return triton.compile(source, target=GPUTarget("cuda", capability, 32), options={"num_warps": warps})
+
+
+def resources(binary: bytes) -> dict:
+    """Registers and stack bytes per thread of a cubin, as cuobjdump reads them (the shared memory a program takes is
+    Triton's metadata: cuobjdump counts only the static part)."""
+    from triton import knobs
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(binary)
+        f.flush()
+        usage = subprocess.run([knobs.nvidia.cuobjdump.path, "--dump-resource-usage", f.name], check=True,
+                               capture_output=True, text=True).stdout
+    found = {key: int(re.search(rf"\b{key}:(\d+)", usage).group(1)) for key in ("REG", "STACK")}
+    return {"registers": found["REG"], "stack_bytes": found["STACK"]}
+
+
+def programs_per_sm(registers: int, shared: int, warps: int) -> int:
+    """Programs one H100/H200 streaming multiprocessor holds at once (registers are given out per warp in units of
+    256, so a thread's count rounds up to a multiple of 8)."""
+    per_warp = -(-registers * 32 // 256) * 256
+    by_registers = SM_REGISTERS // (per_warp * warps)
+    by_shared = SM_SHARED // shared if shared else SM_PROGRAMS
+    return min(by_registers, by_shared, SM_WARPS // warps, SM_PROGRAMS)
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    print(f"Triton kernels of geometric attention compiled for compute capability {args.capability / 10:.1f}, "
+          f"d_head {args.head_size}, with bias and mask, normalised")
+    print("kernel | dtype | rows x warps | registers | stack bytes | shared bytes | programs per SM")
+    rows = []
+    for name in ("_forward_kernel", "_backward_kernel"):
+        for dtype_name in args.dtypes:
+            for block, warps in args.configs:
+                kernel = compiled(name, DTYPES[dtype_name], block, warps, args.capability, args.head_size)
+                row = {"kernel": name.strip("_").removesuffix("_kernel"), "dtype": dtype_name, "rows": block,
+                       "warps": warps, **resources(kernel.asm["cubin"]), "shared_bytes": kernel.metadata.shared}
+                row["programs_per_sm"] = programs_per_sm(row["registers"], row["shared_bytes"], warps)
+                rows.append(row)
+                print(f"{row['kernel']} | {dtype_name} | {block}x{warps} | {row['registers']} | {row['stack_bytes']} | "
+                      f"{row['shared_bytes']} | {row['programs_per_sm']}", flush=True)
+    record = {"hardware": hardware(1), "compute_capability": args.capability,
+              "arguments": {k: v for k, v in vars(args).items() if k != "json"}, "results": rows}
+    if args.json:
+        with written_whole(args.json) as f:
+            json.dump(record, f, indent=2)
+    return record
+
+
+if __name__ == "__main__":
+    main()
