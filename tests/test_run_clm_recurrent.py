@@ -453,6 +453,55 @@ def test_launches_that_would_not_train_as_asked_are_refused(tmp_path, monkeypatc
     assert not (tmp_path / "out").exists()
 
 
+RUN_CLM_RECURRENT = Path(__file__).resolve().parents[1] / "examples" / "run_clm_recurrent.py"
+
+
+def recurrent_llama_command(tmp_path: Path, max_steps: int) -> tuple[list[str], int]:
+    """examples/run_clm_recurrent.py with its arguments for a tiny Llama with h_prev at layer 1, trained on WikiText
+    files in tmp_path: windows of 8 overlapping by 2, 3 windows per example, batches of 2, window checkpointing, a
+    checkpoint every 2 steps, a loss logged every step; and the vocabulary's size."""
+    articles = write_wikitext(tmp_path / "wikitext")
+    tokenizer = tiny_setup(tmp_path, list(articles.values()))
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, max_position_embeddings=32)).save_pretrained(tmp_path / "llama")
+    raw = tmp_path / "wikitext"
+    return [
+        str(RUN_CLM_RECURRENT), "--model_name_or_path", str(tmp_path / "llama"),
+        "--tokenizer_name", str(tmp_path / "tokenizer"), "--corpus", "wikitext103",
+        "--train_file", str(raw / "wiki.train.raw"), "--validation_file", str(raw / "wiki.valid.raw"),
+        "--window_size", "8", "--overlap", "2", "--insertion_layer", "1", "--windows_per_example", "3", "--do_train",
+        "--do_eval", "--max_steps", str(max_steps), "--per_device_train_batch_size", "2",
+        "--per_device_eval_batch_size", "2", "--gradient_checkpointing", "--learning_rate", "1e-2", "--warmup_steps",
+        "0", "--logging_steps", "1", "--save_strategy", "steps", "--save_steps", "2", "--report_to", "none", "--seed",
+        "0",
+    ], len(tokenizer)
+
+
+def accelerate_launch(config: str, processes: int) -> list[str]:
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIGS / config),
+            "--num_processes", str(processes), "--mixed_precision", "no", "--main_process_port", "0"]
+
+
+def run_to_the_end(command: list[str], **env):
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def logged_steps(output: Path) -> list[dict]:
+    """The training steps' log entries (loss, grad_norm, ...) of the Trainer's trainer_state.json in output."""
+    history = json.loads((output / "trainer_state.json").read_text())["log_history"]
+    return [entry for entry in history if "loss" in entry]
+
+
+def assert_same_model(first: Path, second: Path, vocab: int):
+    """Both saved models load with from_pretrained and give the same logits over several windows."""
+    ids = torch.randint(0, vocab, (1, 30), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        logits = [AutoModelForCausalLM.from_pretrained(path).eval()(ids).logits for path in (first, second)]
+    torch.testing.assert_close(*logits, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="FSDP through accelerate runs on GPUs")
 def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monkeypatch):
     """`accelerate launch --config_file examples/accelerate/fsdp.yaml examples/run_clm_recurrent.py` (fp32, one
@@ -461,51 +510,56 @@ def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monke
     With one GPU the launch, the sharded checkpoint format and the resume are checked, but the model is not split
     over processes: the comparison of losses checks sharding only with two GPUs or more."""
     monkeypatch.chdir(tmp_path)
-    articles = write_wikitext(tmp_path / "wikitext")
-    tokenizer = tiny_setup(tmp_path, list(articles.values()))
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, max_position_embeddings=32)).save_pretrained(tmp_path / "llama")
+    command, vocab = recurrent_llama_command(tmp_path, max_steps=4)
     processes = min(2, torch.cuda.device_count())
-    raw = tmp_path / "wikitext"
-    script = Path(__file__).resolve().parents[1] / "examples" / "run_clm_recurrent.py"
-    arguments = [
-        "--model_name_or_path", str(tmp_path / "llama"), "--tokenizer_name", str(tmp_path / "tokenizer"),
-        "--corpus", "wikitext103", "--train_file", str(raw / "wiki.train.raw"),
-        "--validation_file", str(raw / "wiki.valid.raw"), "--window_size", "8", "--overlap", "2",
-        "--insertion_layer", "1", "--windows_per_example", "3", "--do_train", "--do_eval", "--max_steps", "4",
-        "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "2", "--gradient_checkpointing",
-        "--learning_rate", "1e-2", "--warmup_steps", "0", "--logging_steps", "1", "--save_strategy", "steps",
-        "--save_steps", "2", "--report_to", "none", "--seed", "0",
-    ]
-    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-              str(ACCELERATE_CONFIGS / "fsdp.yaml"), "--num_processes", str(processes), "--mixed_precision", "no",
-              "--main_process_port", "0"]
+    launch = accelerate_launch("fsdp.yaml", processes)
+    losses = lambda output: [entry["loss"] for entry in logged_steps(output)]  # noqa: E731
 
-    def losses(output: Path) -> list[float]:
-        history = json.loads((output / "trainer_state.json").read_text())["log_history"]
-        return [entry["loss"] for entry in history if "loss" in entry]
-
-    def run(command, **env):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
-        assert done.returncode == 0, done.stderr[-3000:]
-
-    run([*launch, str(script), *arguments, "--output_dir", str(tmp_path / "sharded")])
-    run([sys.executable, str(script), *arguments, "--output_dir", str(tmp_path / "single"),
-         "--gradient_accumulation_steps", str(processes)], CUDA_VISIBLE_DEVICES="0")
+    run_to_the_end([*launch, *command, "--output_dir", str(tmp_path / "sharded")])
+    run_to_the_end([sys.executable, *command, "--output_dir", str(tmp_path / "single"),
+                    "--gradient_accumulation_steps", str(processes)], CUDA_VISIBLE_DEVICES="0")
     assert losses(tmp_path / "sharded") == pytest.approx(losses(tmp_path / "single"), rel=1e-4)
     assert len(losses(tmp_path / "single")) == 4
     assert list((tmp_path / "sharded" / "checkpoint-2").glob("pytorch_model_fsdp_0/*.distcp"))  # sharded checkpoint
-    sharded = AutoModelForCausalLM.from_pretrained(tmp_path / "sharded").eval()
-    single = AutoModelForCausalLM.from_pretrained(tmp_path / "single").eval()
-    ids = torch.randint(0, len(tokenizer), (1, 30), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        torch.testing.assert_close(sharded(ids).logits, single(ids).logits, rtol=1e-4, atol=1e-4)
+    assert_same_model(tmp_path / "sharded", tmp_path / "single", vocab)
     # resumed from the sharded checkpoint of step 2: steps 3 and 4 as in the uninterrupted run
     resumed = tmp_path / "resumed"
     shutil.copytree(tmp_path / "sharded" / "checkpoint-2", resumed / "checkpoint-2")
-    run([*launch, str(script), *arguments, "--output_dir", str(resumed)])
+    run_to_the_end([*launch, *command, "--output_dir", str(resumed)])
     assert losses(resumed)[-2:] == pytest.approx(losses(tmp_path / "sharded")[-2:], rel=1e-4)
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_zero_over_two_cpu_processes_trains_like_one_process_and_resumes(tmp_path, monkeypatch, stage):
+    """`accelerate launch --config_file examples/accelerate/deepspeed_zero{2,3}.yaml --num_processes 2
+    --mixed_precision no examples/run_clm_recurrent.py ... --use_cpu`: DeepSpeed on two CPU processes (its CPU
+    accelerator, over gloo), recurrence and window checkpointing on. Each step's loss and gradient norm equal one
+    process's accumulating the same two micro-batches (three steps: the fourth would take a sample twice on one
+    process to even out the last batch); the checkpoint is DeepSpeed's, split per process (ZeRO-2: the optimizer
+    states; ZeRO-3: the weights too); the final model, gathered, loads with from_pretrained and gives that process's
+    logits; and a run resumed from the step-2 checkpoint logs the third step as the uninterrupted run did."""
+    pytest.importorskip("deepspeed")
+    monkeypatch.chdir(tmp_path)
+    command, vocab = recurrent_llama_command(tmp_path, max_steps=3)
+    launch = accelerate_launch(f"deepspeed_zero{stage}.yaml", 2)
+    cpu = {"OMP_NUM_THREADS": "1"}
+    run_to_the_end([*launch, *command, "--use_cpu", "--output_dir", str(tmp_path / "sharded")], **cpu)
+    run_to_the_end([sys.executable, *command, "--use_cpu", "--output_dir", str(tmp_path / "single"),
+                    "--gradient_accumulation_steps", "2"], **cpu)
+    sharded, single = logged_steps(tmp_path / "sharded"), logged_steps(tmp_path / "single")
+    assert len(single) == 3
+    for one, two in zip(single, sharded, strict=True):
+        assert (two["loss"], two["grad_norm"]) == pytest.approx((one["loss"], one["grad_norm"]), rel=1e-5)
+    split = [f"zero_pp_rank_{rank}_mp_rank_00_{kind}_states.pt" for rank in (0, 1)
+             for kind in (("optim", "model") if stage == 3 else ("optim",))]
+    whole = [] if stage == 3 else ["mp_rank_00_model_states.pt"]
+    saved = sorted(path.name for path in (tmp_path / "sharded" / "checkpoint-2" / "global_step2").iterdir())
+    assert saved == sorted(split + whole)
+    assert_same_model(tmp_path / "sharded", tmp_path / "single", vocab)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "sharded" / "checkpoint-2", resumed / "checkpoint-2")
+    run_to_the_end([*launch, *command, "--use_cpu", "--output_dir", str(resumed)], **cpu)
+    assert logged_steps(resumed)[-1]["loss"] == pytest.approx(sharded[-1]["loss"], rel=1e-5)
 
 
 def test_a_checkpoint_saved_in_half_precision_is_fine_tuned_in_fp32_unless_asked(tmp_path):

@@ -51,7 +51,7 @@ from .distillation import distillation_loss, teacher_logits
 from .hardware import hardware
 from .pieces import get_last_checkpoint_or_none
 from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
-from .sharding import save_full_model
+from .sharding import save_full_model, shards_parameters
 from .spec import ExperimentSpec
 
 
@@ -199,8 +199,9 @@ def planned_steps(trainer) -> int:
 
 def finished_state(args, checkpoint: str | None, steps: int) -> TrainerState | None:
     """The state of `checkpoint` when it reached the run's `steps` (a finished run), else None; None too under FSDP
-    or DeepSpeed, whose checkpoints the Trainer loads itself."""
-    if not checkpoint or args.fsdp or args.deepspeed:
+    or DeepSpeed (asked for in the arguments or by an accelerate config), whose checkpoints the Trainer loads itself:
+    their weights are split over the processes."""
+    if not checkpoint or shards_parameters(args):
         return None
     state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
     return state if state.global_step >= steps else None

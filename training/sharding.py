@@ -1,4 +1,4 @@
-"""Training sharded over many processes (FSDP through accelerate, `accelerate launch --config_file
+"""Training sharded over many processes (FSDP or DeepSpeed ZeRO through accelerate, `accelerate launch --config_file
 examples/accelerate/fsdp.yaml`, or `torchrun` with `--fsdp`): the launches refused before a model is loaded, and the
 final model gathered into one ordinary checkpoint.
 
@@ -41,7 +41,8 @@ def check_launch(training_args, reads_windows: bool = False) -> None:
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched > 1 and training_args.world_size == 1:
         raise UsageError(f"{launched} processes were launched but form no process group, so each would train alone: "
-                         "FSDP and multi-GPU launches need a GPU per process; on CPUs pass --use_cpu (data parallel).")
+                         "FSDP and multi-GPU launches need a GPU per process; on CPUs pass --use_cpu (data parallel, "
+                         "or DeepSpeed ZeRO with a DeepSpeed config).")
     if reads_windows and fsdp_activation_checkpointing(training_args):
         raise UsageError("FSDP activation checkpointing is not supported for a model that reads windows: set "
                          "fsdp_activation_checkpointing: false and pass --gradient_checkpointing (whole windows).")

@@ -1,7 +1,7 @@
 """Forward FLOPs per predicted token of a causal LM run in windows (Tables 1-2's FLOPs/token column)."""
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
 from .modeling_causal_lm_recurrent import decoder_layers, softmax_attention_layers
 from .recurrence_module import check_overlap
@@ -11,10 +11,11 @@ GPT2_TYPES = ("gpt2", "gpt2_recurrent")  # counted by formula, as the paper coun
 
 def meta_model(config):
     """The causal LM of a family's config (a `causal_lm_recurrent` config's `decoder_config`) on the meta device: its
-    shapes without memory."""
+    shapes without memory. Built by its class, not `from_config`, which under DeepSpeed ZeRO-3 would partition the
+    parameters over the processes (and fail to initialise them on the meta device)."""
     decoder = config.decoder_config_object() if config.model_type == "causal_lm_recurrent" else config
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(decoder)
+        return MODEL_FOR_CAUSAL_LM_MAPPING[type(decoder)](decoder)
 
 
 def non_embedding_parameters(config) -> float:
