@@ -23,7 +23,7 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lengthgen.leaderboard.tables import written_whole
+from lengthgen.training.results import written_whole
 from lengthgen.modeling import CausalLMWithRecurrence
 from lengthgen.training.hardware import hardware
 

@@ -27,7 +27,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 
-from lengthgen.leaderboard.tables import written_whole  # noqa: E402
+from lengthgen.training.results import written_whole  # noqa: E402
 from lengthgen.modeling.ndr import geometric_attention_triton as kernels  # noqa: E402
 from lengthgen.training.hardware import hardware  # noqa: E402
 

@@ -14,10 +14,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import torch
 
 from lengthgen.cli import UsageError
+from lengthgen.training.results import written_whole
 
 from . import cell
 from .models import model_section
-from .tables import describe, learning_rate, read_cell, superseded, write_leaderboard, written_whole
+from .tables import describe, learning_rate, read_cell, superseded, write_leaderboard
 from .tasks import resolve_task, with_params
 
 

@@ -12,18 +12,17 @@ cells' own records. `accuracy_by_length.csv`: every cell's accuracy and ECE at e
 the best run), the training range shaded.
 """
 
-import contextlib
 import csv
 import functools
 import glob
 import json
 import os
 import statistics
-import tempfile
 
 from lengthgen.cli import UsageError
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.presets import load_table
+from lengthgen.training.results import written_whole
 
 from .models import PRESETS
 from .protocol import PROTOCOLS
@@ -33,28 +32,6 @@ from .protocol import PROTOCOLS
 def published_table() -> dict:
     """presets/published.yaml: {source: {short, citation, aggregate, protocol, scores: {task: {their model: %}}}}."""
     return load_table("published")
-
-
-@contextlib.contextmanager
-def written_whole(path: str, mode: str = "w"):
-    """A file to write that replaces `path` whole when the block ends without an error (a temporary file beside it,
-    renamed over it): processes writing the same file (shards ending together), or a run stopped midway, never leave
-    it half-written."""
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
-                                         suffix=".tmp")
-    try:
-        with os.fdopen(handle, mode, **({} if "b" in mode else {"newline": ""})) as f:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(f.fileno(), 0o666 & ~umask)  # as open() would make it (mkstemp's is private)
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temporary)
-        raise
 
 
 def read_cell(path: str) -> dict:

@@ -10,10 +10,12 @@ The file also records the spec that ran (only what differs from the defaults), t
 training stopped and the hardware; `lengthgen release` builds a model card from it.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
 import shlex
+import tempfile
 from dataclasses import dataclass, field
 
 RESULTS_FILE = "lengthgen_results.json"
@@ -61,7 +63,7 @@ class ExperimentResult:
 
     def save(self, output_dir: str) -> str:
         path = os.path.join(output_dir, RESULTS_FILE)
-        with open(path, "w") as f:
+        with written_whole(path) as f:
             json.dump(dataclasses.asdict(self), f, indent=2)
         return path
 
@@ -93,4 +95,27 @@ def command_line(program: str, argv: list[str]) -> str:
     return f"{program} {shlex.join(without_time_budget(argv)[0])}".strip()
 
 
-__all__ = ["ExperimentResult", "PAPERS", "PIPELINE_TAGS", "PLOT", "RESULTS_FILE", "command_line", "without_time_budget"]
+@contextlib.contextmanager
+def written_whole(path: str, mode: str = "w"):
+    """A file to write that replaces `path` whole when the block ends without an error (a temporary file beside it,
+    renamed over it): processes writing the same file (shards ending together), or a run stopped midway, never leave
+    it half-written."""
+    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=os.path.basename(path) + ".",
+                                         suffix=".tmp")
+    try:
+        with os.fdopen(handle, mode, **({} if "b" in mode else {"newline": ""})) as f:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), 0o666 & ~umask)  # as open() would make it (mkstemp's is private)
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+
+
+__all__ = ["ExperimentResult", "PAPERS", "PIPELINE_TAGS", "PLOT", "RESULTS_FILE", "command_line", "without_time_budget",
+           "written_whole"]

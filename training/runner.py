@@ -50,7 +50,7 @@ from .arguments import log_under_output_dir, time_budget
 from .distillation import distillation_loss, teacher_logits
 from .hardware import hardware
 from .pieces import get_last_checkpoint_or_none
-from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult
+from .results import PAPERS, PIPELINE_TAGS, RESULTS_FILE, ExperimentResult, written_whole
 from .sharding import save_full_model, shards_parameters
 from .spec import ExperimentSpec
 
@@ -277,12 +277,10 @@ def guard_output_dir(training_args, recorded: dict, recipe: dict = RECIPE) -> No
     output_dir = training_args.output_dir
     if training_args.resume_from_checkpoint in RESUME_HERE and get_last_checkpoint_or_none(output_dir):
         check_same_recipe(output_dir, recorded, recipe)
-    if training_args.should_save:  # written whole, then moved into place: another process never reads half of it
+    if training_args.should_save:  # written whole: another process never reads half of it
         os.makedirs(output_dir, exist_ok=True)
-        path = os.path.join(output_dir, SPEC_FILE)
-        with open(f"{path}.tmp", "w") as f:
+        with written_whole(os.path.join(output_dir, SPEC_FILE)) as f:
             json.dump(recorded, f, indent=2)
-        os.replace(f"{path}.tmp", path)
 
 
 
