@@ -32,8 +32,9 @@
 # the deadline of its share of the SECONDS (time a step leaves goes to the next): the Triton kernels of geometric
 # attention compiled (tests/triton_interpreter_checks.py), their time and memory against SDPA at N = 16 to 8,192 in bf16
 # (benchmarks/ndr_attention.py), the forward pass alone at N = 1,024 to 8,192 (`--forward_only`: what the backward costs
-# is the difference) and at other launch configurations (rows per program x warps, `--triton_configs`) at N = 1,024 and
-# 4,096, fine-tuning under FSDP through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent
+# is the difference), one step profiled kernel by kernel at N = 256 to 4,096 (`--profile`), the two kernels under
+# Nsight Compute at N = 4,096 (throughput, occupancy, where warps stall), other launch configurations (rows per program
+# x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent
 # generation against the plain model's (benchmarks/recurrence_generation.py, bf16, windows of 128 and 512: on an H200
 # machine whose plain model generated 18 tokens/s, window 2,048, 4,032 new tokens a way, needs a piece of its own:
 # `--windows 2048`). A log of each and the four JSONs come back; --collect puts the JSONs in docs/ and prints the logs:
@@ -124,7 +125,9 @@ if [[ "${1:-}" == "--collect" ]]; then
             cp "$folder"/*.json docs/ 2>/dev/null || true
             for log in "$folder"/*.log; do
                 echo "== $(basename "$log")"
-                tail -n 40 "$log"
+                lines=40
+                [[ "$(basename "$log")" == ncu.log ]] && lines=400  # Nsight Compute's sections for both kernels
+                tail -n "$lines" "$log"
             done
             continue
         fi
@@ -160,18 +163,25 @@ run_checks() {  # `checks` into folder $2, one after the other; a step ends by i
     local seconds=$1 into=$2 step share name command code failed=0 done_share=0 limit
     mkdir -p "$into"
     local steps=(
-        "25 triton python3 tests/triton_interpreter_checks.py"
-        "15 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
+        "22 triton python3 tests/triton_interpreter_checks.py"
+        "13 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
             4096 8192 --repeats 20 --warmup 3 --pytorch_max 4096 --threads 1
             --json $into/ndr_attention_gpu_bf16_linear.json"
         "5 ndr_forward python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096 8192
             --forward_only --repeats 10 --warmup 2 --pytorch_max 1024 --threads 1
             --json $into/ndr_attention_gpu_bf16_forward.json"
-        "12 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
+        "6 ndr_profile python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096
+            --repeats 3 --warmup 1 --pytorch_max 256 --threads 1 --profile
+            --json $into/ndr_attention_gpu_bf16_profile.json"
+        "6 ncu ncu --kernel-name regex:_(forward|backward)_kernel --launch-count 2 --section SpeedOfLight
+            --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis
+            python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 4096 --repeats 1 --warmup 0
+            --pytorch_max 0 --threads 1"
+        "10 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
             --repeats 10 --warmup 2 --threads 1 --triton_configs 16x2 16x8 32x4 32x8
             --json $into/ndr_attention_gpu_bf16_launch.json"
-        "16 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
-        "27 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
+        "13 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
+        "25 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
             --json $into/recurrence_generation_gpu.json"
     )
     local start=$SECONDS

@@ -27,6 +27,12 @@ adds a row per Triton launch configuration (rows per program x warps) beside the
 
     python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096 \\
         --triton_configs 32x4 32x8 64x4 64x8
+
+`--profile` also records, per length, what one step of the fused kind and of SDPA runs, operation by operation
+(torch.profiler: on CUDA each kernel's device time and how many kernels were launched; on a CPU each operator's own
+time), so that the Triton kernels' forward and backward and everything launched around them are told apart:
+
+    python benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 256 1024 4096 --profile
 """
 
 import argparse
@@ -190,6 +196,48 @@ def measure(args, counts: list[int]) -> dict:
     return results
 
 
+def profile_steps(args, top: int = 12) -> dict:
+    """{N: {kind: {"operations": [{"name", "calls", "self_us"}, ...] (the `top` costliest, costliest first),
+    "total_us", "kernels"}}} for one step of the fused kind and of SDPA after a warm-up one: on CUDA the device time
+    of each kernel (Triton's included) and the number of kernels launched; on a CPU each operator's own CPU time
+    (and no kernel count)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = args.device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    profiles = {}
+    for n in args.lengths:
+        profiles[n] = {}
+        for kind in ("geometric (fused)", "softmax (SDPA)"):
+            q, k, v = inputs(args, n)
+            step(KINDS[kind], q, k, v, backward=not args.forward_only)  # compiles and caches what it needs
+            q.grad = k.grad = v.grad = None
+            with profile(activities=activities) as prof:
+                step(KINDS[kind], q, k, v, backward=not args.forward_only)
+            rows = []
+            for event in prof.key_averages():
+                on_device = str(event.device_type).endswith("CUDA")
+                if cuda != on_device:
+                    continue
+                own = event.self_device_time_total if cuda else event.self_cpu_time_total
+                if own > 0:
+                    rows.append({"name": event.key, "calls": event.count, "self_us": own})
+            rows.sort(key=lambda row: -row["self_us"])
+            profiles[n][kind] = {"operations": rows[:top], "total_us": sum(row["self_us"] for row in rows),
+                                 "kernels": sum(row["calls"] for row in rows) if cuda else None}
+    return profiles
+
+
+def report_profiles(profiles: dict):
+    print("profile: one step's operations, own time in microseconds (calls)")
+    for n, kinds in profiles.items():
+        for kind, p in kinds.items():
+            launched = f", {p['kernels']} kernels launched" if p["kernels"] is not None else ""
+            operations = "; ".join(f"{row['name'][:60]} {row['self_us']:.0f} ({row['calls']})"
+                                   for row in p["operations"][:6])
+            print(f"N={n} {kind}: {p['total_us']:.0f} us in all{launched}: {operations}")
+
+
 # ---- end to end: the NDR of the hub configs against its softmax variants ----
 
 SHAPES = {  # hub config, tokens, training batch (the papers' batch where it fits this machine's budget)
@@ -309,6 +357,8 @@ def main(argv=None):
                         help="the inputs' dtype (attention mode); the autocast dtype end to end")
     parser.add_argument("--triton_configs", type=triton_config, nargs="*", default=[], metavar="BLOCKxWARPS",
                         help="CUDA: also time the Triton kernels at these launch configurations (e.g. 32x8 64x8)")
+    parser.add_argument("--profile", action="store_true",
+                        help="attention mode: also profile one step of the fused kind and of SDPA per length")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     for flag in ("batch_size", "heads", "head_size", "repeats", "train_batch_size", "eval_batch_size",
@@ -323,7 +373,7 @@ def main(argv=None):
             parser.error(f"--{flag} must each be at least 1, got {min(getattr(args, flag))}")
     if args.triton_configs and not (args.device.startswith("cuda") and GEOMETRIC_MODULE.triton_available()):
         parser.error("--triton_configs times the Triton kernels: it needs --device cuda and Triton installed")
-    for flag in ("triton_configs", "forward_only"):
+    for flag in ("triton_configs", "forward_only", "profile"):
         if getattr(args, flag) and args.end_to_end:
             parser.error(f"--{flag} is for the attention rows, not --end_to_end")
     if args.lengths is None:
@@ -348,6 +398,9 @@ def main(argv=None):
         for case, kinds in scaling.items():
             print(f"  {case}: " + ", ".join(f"{kind} {value:.2f}x" for kind, value in kinds.items()))
     results = {"by_threads": by_threads, "scaling": scaling}
+    if args.profile:
+        results["profile"] = profile_steps(args)
+        report_profiles(results["profile"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "hardware": hardware(), "fused_kernel": kernel,

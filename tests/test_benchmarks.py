@@ -109,6 +109,24 @@ def test_ndr_attention_forward_only_runs_no_backward():
     assert forward["geometric (PyTorch)"] < training["geometric (PyTorch)"]
 
 
+def test_ndr_attention_profile_lists_each_kinds_operations():
+    """`--profile`: per length, one step of the fused kind and of SDPA, operation by operation, costliest first; the
+    fused kind's own operations are the kernel's forward and backward (its autograd Function), SDPA's its own."""
+    ndr_attention = benchmark("ndr_attention")
+    argv = ["--lengths", "16", "--batch_size", "1", "--heads", "2", "--head_size", "8", "--repeats", "1", "--warmup",
+            "0", "--threads", "1", "--profile"]
+    profiles = ndr_attention.main(argv)["profile"]
+    assert list(profiles) == [16] and list(profiles[16]) == ["geometric (fused)", "softmax (SDPA)"]
+    for kind, names in (("geometric (fused)", ("GeometricAttention",)), ("softmax (SDPA)", ("scaled_dot_product",))):
+        rows = profiles[16][kind]["operations"]
+        assert [row["self_us"] for row in rows] == sorted((row["self_us"] for row in rows), reverse=True)
+        assert any(name in row["name"] for row in rows for name in names), (kind, rows)
+        assert profiles[16][kind]["total_us"] >= sum(row["self_us"] for row in rows)
+        assert profiles[16][kind]["kernels"] is None  # counted on CUDA only
+    with pytest.raises(SystemExit):
+        ndr_attention.main(["--end_to_end", "--profile"])
+
+
 def test_triton_resources_compiles_the_kernels_for_an_h100_without_one(capsys):
     """The Triton kernels of geometric attention through Triton's whole compiler to an sm_90 (H100, H200) binary on
     this CPU: what the interpreter's tests cannot show (Triton compiles a subset of Python, and what a loop carries
@@ -798,32 +816,38 @@ echo "checked $1"
 
 
 def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(tmp_path):
-    """`checks` runs the six GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
-    named and fails the command, the others still run; their logs and JSONs come back and --collect puts the JSONs in
-    docs/ and prints the logs."""
+    """`checks` runs the eight GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
+    named and fails the command (here the FSDP test), the others still run; their logs and JSONs come back and
+    --collect puts the JSONs in docs/ and prints the logs."""
     script = _gpu_piece_in(tmp_path / "repo")
     repo = tmp_path / "repo"
     (repo / "docs").mkdir()
     env, out = _device_with_fake_python(tmp_path, FAKE_CHECKS_PYTHON.replace("CALLS", str(tmp_path / "calls")))
+    (tmp_path / "bin" / "ncu").write_text(f'#!/usr/bin/env bash\necho "ncu $*" >> {tmp_path / "calls"}\n')
+    (tmp_path / "bin" / "ncu").chmod(0o755)  # Nsight Compute: records how it was asked to run the benchmark
     alone = subprocess.run(["bash", script, "60", "checks", "board"], env=env, capture_output=True, text=True)
     assert alone.returncode == 2 and "checks runs alone" in alone.stderr
     result = subprocess.run(["bash", script, "60", "checks"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert [call.split()[0] for call in calls] == ["tests/triton_interpreter_checks.py", "benchmarks/ndr_attention.py",
-                                                   "benchmarks/ndr_attention.py", "benchmarks/ndr_attention.py", "-m",
-                                                   "benchmarks/recurrence_generation.py"]
+    first = [call.split()[0] for call in calls]
+    assert first == ["tests/triton_interpreter_checks.py", "benchmarks/ndr_attention.py", "benchmarks/ndr_attention.py",
+                     "benchmarks/ndr_attention.py", "ncu", "benchmarks/ndr_attention.py", "-m",
+                     "benchmarks/recurrence_generation.py"]
     assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--forward_only" in calls[2]
-    assert "--triton_configs 16x2 16x8 32x4 32x8" in calls[3]
+    assert "--profile" in calls[3] and "--triton_configs 16x2 16x8 32x4 32x8" in calls[5]
+    assert "--kernel-name regex:_(forward|backward)_kernel" in calls[4]
+    assert "python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 4096" in calls[4]
     assert "--pytorch_max 4096" in calls[1]  # the PyTorch path measured again up to 4,096, as docs/results/speed.md
-    assert "-k fsdp_launch_on_gpus" in calls[4]
+    assert "-k fsdp_launch_on_gpus" in calls[6]
     assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout
     with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
         names = sorted(tar.getnames())
     assert "checks/ndr_attention_gpu_bf16_linear.json" in names and "checks/recurrence_generation_gpu.json" in names
     assert "checks/ndr_attention_gpu_bf16_launch.json" in names
     assert "checks/ndr_attention_gpu_bf16_forward.json" in names
-    assert "checks/fsdp.log" in names
+    assert "checks/ndr_attention_gpu_bf16_profile.json" in names
+    assert "checks/fsdp.log" in names and "checks/ncu.log" in names
 
     collected = subprocess.run(["bash", script, "--collect", str(out)], capture_output=True, text=True, check=True)
     assert "1 failed" in collected.stdout
