@@ -30,15 +30,16 @@
 #
 # The name `checks`, alone (its timings need the GPU to themselves), runs the GPU checks one after the other, each by
 # the deadline of its share of the SECONDS (time a step leaves goes to the next): the Triton kernels of geometric
-# attention compiled (tests/triton_interpreter_checks.py), their time and memory against SDPA at N = 16 to 8,192 in bf16
-# (benchmarks/ndr_attention.py), the forward pass alone at N = 1,024 to 8,192 (`--forward_only`: what the backward costs
-# is the difference), one step profiled kernel by kernel at N = 256 to 4,096 (`--profile`), the two kernels under
-# Nsight Compute at N = 4,096 (throughput, occupancy, where warps stall), other launch configurations (rows per program
-# x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP through accelerate (the GPU test of tests/test_run_clm_recurrent.py) and recurrent
-# generation against the plain model's (benchmarks/recurrence_generation.py, bf16, windows of 128 and 512: on an H200
-# machine whose plain model generated 18 tokens/s, window 2,048, 4,032 new tokens a way, needs a piece of its own:
-# `--windows 2048`). A log of each and the four JSONs come back; --collect puts the JSONs in docs/ and prints the logs:
-# --travel checks, then bash benchmarks/gpu_piece.sh 540 checks
+# attention compiled (tests/triton_interpreter_checks.py), their time and memory against SDPA at N = 16 to 8,192 in
+# bf16 (benchmarks/ndr_attention.py), the forward pass alone at N = 1,024 to 8,192 (`--forward_only`: what the
+# backward costs is the difference), one step profiled kernel by kernel at N = 256 to 4,096 (`--profile`), the two
+# kernels under Nsight Compute at N = 4,096 (throughput, occupancy, where warps stall), other launch configurations
+# (rows per program x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP through accelerate
+# (the GPU test of tests/test_run_clm_recurrent.py) and recurrent generation against the plain model's
+# (benchmarks/recurrence_generation.py, bf16, windows of 128 and 512: on an H200 machine whose plain model generated
+# 18 tokens/s, window 2,048, 4,032 new tokens a way, needs a piece of its own: `--windows 2048`). A log of each and
+# the five JSONs come back; --collect puts the JSONs in docs/ and prints the logs: --travel checks, then bash
+# benchmarks/gpu_piece.sh 540 checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

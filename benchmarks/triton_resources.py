@@ -3,15 +3,16 @@
 the GPU's compute capability on this machine (its own compiler and the ptxas and cuobjdump its wheel ships), and
 cuobjdump reads the registers per thread, the stack per thread (where registers that do not fit are spilled) and the
 shared memory per program out of the binary. From them, how many programs of the kernel one streaming multiprocessor
-holds at once (65,536 registers, 228 KB of shared memory, 64 warps and 32 programs on an H100 or H200): a kernel
-that waits on memory runs faster the more it holds.
+holds at once (on an H100 or H200: 65,536 registers in four quarters, 228 KB of shared memory, 64 warps, 32 programs;
+CUDA's occupancy rules): a kernel that waits on memory runs faster the more it holds.
 
 Each kernel is compiled with a direction bias and a padding mask (the most code), normalised, for d_head 32, for
 every launch configuration (rows per program x warps) and dtype asked:
 
     python benchmarks/triton_resources.py                                    # sm_90 (H100, H200), bf16, 16x4 and 32x8
-    python benchmarks/triton_resources.py --configs 16x2 16x4 32x4 32x8 --dtypes bfloat16 float32 float64 \\
+    python benchmarks/triton_resources.py --configs 16x2 16x4 16x8 32x4 32x8 --dtypes bfloat16 float32 \\
         --json docs/ndr_attention_triton_resources.json
+    python benchmarks/triton_resources.py --capability 80                     # A100
 """
 
 import argparse
@@ -33,8 +34,10 @@ from lengthgen.training.hardware import hardware  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
-# one streaming multiprocessor of compute capability 8.0 to 9.0 (A100, H100, H200)
-SM_REGISTERS, SM_SHARED, SM_WARPS, SM_PROGRAMS = 65536, 228 * 1024, 64, 32
+# one streaming multiprocessor by compute capability x 10 (CUDA's programming guide): registers (in four quarters, a
+# warp's from one quarter), shared memory (1 KB of it kept per program), resident warps, resident programs
+SM = {80: dict(registers=65536, shared=164 * 1024, warps=64, programs=32),  # A100
+      90: dict(registers=65536, shared=228 * 1024, warps=64, programs=32)}  # H100, H200
 
 
 def parse_args(argv=None):
@@ -105,13 +108,17 @@ def resources(binary: bytes) -> dict:
     return {"registers": found["REG"], "stack_bytes": found["STACK"]}
 
 
-def programs_per_sm(registers: int, shared: int, warps: int) -> int:
-    """Programs one H100/H200 streaming multiprocessor holds at once (registers are given out per warp in units of
-    256, so a thread's count rounds up to a multiple of 8)."""
+def programs_per_sm(registers: int, shared: int, warps: int, capability: int = 90) -> int | None:
+    """Programs of `warps` warps one streaming multiprocessor holds at once, each thread taking `registers` registers
+    and each program `shared` bytes of shared memory (None for a capability not in SM). Registers are given to a warp
+    in units of 256 from one quarter of the register file, so a quarter holds whole warps only."""
+    if capability not in SM:
+        return None
+    sm = SM[capability]
     per_warp = -(-registers * 32 // 256) * 256
-    by_registers = SM_REGISTERS // (per_warp * warps)
-    by_shared = SM_SHARED // shared if shared else SM_PROGRAMS
-    return min(by_registers, by_shared, SM_WARPS // warps, SM_PROGRAMS)
+    by_registers = 4 * (sm["registers"] // 4 // per_warp) // warps
+    by_shared = sm["shared"] // (shared + 1024)
+    return min(by_registers, by_shared, sm["warps"] // warps, sm["programs"])
 
 
 def main(argv=None) -> dict:
@@ -126,7 +133,7 @@ def main(argv=None) -> dict:
                 kernel = compiled(name, DTYPES[dtype_name], block, warps, args.capability, args.head_size)
                 row = {"kernel": name.strip("_").removesuffix("_kernel"), "dtype": dtype_name, "rows": block,
                        "warps": warps, **resources(kernel.asm["cubin"]), "shared_bytes": kernel.metadata.shared}
-                row["programs_per_sm"] = programs_per_sm(row["registers"], row["shared_bytes"], warps)
+                row["programs_per_sm"] = programs_per_sm(row["registers"], row["shared_bytes"], warps, args.capability)
                 rows.append(row)
                 print(f"{row['kernel']} | {dtype_name} | {block}x{warps} | {row['registers']} | {row['stack_bytes']} | "
                       f"{row['shared_bytes']} | {row['programs_per_sm']}", flush=True)

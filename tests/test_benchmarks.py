@@ -122,7 +122,7 @@ def test_ndr_attention_profile_lists_each_kinds_operations():
         assert [row["self_us"] for row in rows] == sorted((row["self_us"] for row in rows), reverse=True)
         assert any(name in row["name"] for row in rows for name in names), (kind, rows)
         assert profiles[16][kind]["total_us"] >= sum(row["self_us"] for row in rows)
-        assert profiles[16][kind]["kernels"] is None  # counted on CUDA only
+        assert profiles[16][kind]["device_operations"] is None  # counted on CUDA only
     with pytest.raises(SystemExit):
         ndr_attention.main(["--end_to_end", "--profile"])
 
@@ -132,7 +132,7 @@ def test_triton_resources_compiles_the_kernels_for_an_h100_without_one(capsys):
     this CPU: what the interpreter's tests cannot show (Triton compiles a subset of Python, and what a loop carries
     must keep its type and layout), at the default launch and in bfloat16 and float64 (the largest shared memory);
     registers, stack and shared memory come out of the binary, within what an H100 gives a program, and the programs
-    per streaming multiprocessor follow the hardware's rules (hand-worked below)."""
+    per streaming multiprocessor follow CUDA's occupancy rules (hand-worked below)."""
     pytest.importorskip("triton")
     resources = benchmark("triton_resources")
     record = resources.main(["--configs", "16x4", "--dtypes", "bfloat16", "float64"])
@@ -143,13 +143,19 @@ def test_triton_resources_compiles_the_kernels_for_an_h100_without_one(capsys):
         assert 0 < row["registers"] <= 255 and row["stack_bytes"] >= 0
         assert 0 < row["shared_bytes"] <= 227 * 1024 and row["programs_per_sm"] >= 1
     assert "backward | float64 | 16x4 |" in capsys.readouterr().out
-    # 153 registers: 4,896 per warp, given out as 5,120; 4 warps take 20,480 of 65,536 -> 3 programs
+    # 153 registers: 4,896 per warp, given out as 5,120; a quarter of the register file (16,384) holds 3 such warps,
+    # the SM 12 -> 3 programs of 4 warps
     assert resources.programs_per_sm(153, 2048, 4) == 3
-    # 255 registers on 8 warps: 65,536, the whole register file -> 1; 100 KB of shared memory -> 2 of 228 KB
+    # 88 registers: 2,816 per warp; 5 warps per quarter, 20 per SM -> 10 programs of 2 warps (not 65,536 / 5,632 = 11)
+    assert resources.programs_per_sm(88, 0, 2) == 10
+    # 255 registers on 8 warps: 8,192 per warp, 2 per quarter -> 1 program
     assert resources.programs_per_sm(255, 0, 8) == 1
+    # 100 KB of shared memory (and 1 KB kept): 2 programs in an H100's 228 KB, 1 in an A100's 164 KB
     assert resources.programs_per_sm(64, 100 * 1024, 4) == 2
+    assert resources.programs_per_sm(64, 100 * 1024, 4, capability=80) == 1
     # a small kernel: 64 warps per SM at most -> 16 programs of 4 warps
     assert resources.programs_per_sm(32, 1024, 4) == 16
+    assert resources.programs_per_sm(32, 1024, 4, capability=75) is None  # limits not known here
 
 
 def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored():

@@ -529,7 +529,7 @@ def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monke
     assert losses(resumed)[-2:] == pytest.approx(losses(tmp_path / "sharded")[-2:], rel=1e-4)
 
 
-@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("stage", [pytest.param(2, marks=pytest.mark.slow), 3])  # ZeRO-3 splits the weights too
 def test_deepspeed_zero_over_two_cpu_processes_trains_like_one_process_and_resumes(tmp_path, monkeypatch, stage):
     """`accelerate launch --config_file examples/accelerate/deepspeed_zero{2,3}.yaml --num_processes 2
     --mixed_precision no examples/run_clm_recurrent.py ... --use_cpu`: DeepSpeed on two CPU processes (its CPU

@@ -111,8 +111,21 @@ def check_errors():
         raise AssertionError("no error for block 24")
 
 
+def check_inference_then_training():
+    """A first call under inference mode (evaluation) leaves nothing that a later training call with the same scale
+    could not save for backward."""
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 20, 8, generator=g).to(DEVICE) for _ in range(3))
+    with torch.inference_mode():
+        TritonGeometricAttention.apply(q, k, v, 0.3125, None, None, True)
+    inputs = [t.clone().requires_grad_() for t in (q, k, v)]
+    TritonGeometricAttention.apply(*inputs, 0.3125, None, None, True).sum().backward()
+    assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in inputs)
+
+
 start = time.perf_counter()
 check_errors()
+check_inference_then_training()
 cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops
     (1, True, None, True, torch.float64, 16, (2, 2), True),
     (7, True, "suffix", True, torch.float64, 16, (3, 2), True),

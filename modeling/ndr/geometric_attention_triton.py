@@ -510,10 +510,18 @@ class TritonGeometricAttention(torch.autograd.Function):
         return grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), None, grad_bias, None, None, None
 
 
-@functools.lru_cache(maxsize=16)
 def _scalar(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """`value` as a one-element tensor on `device`, made once (a fill at every call would be one more launch)."""
-    return torch.full((1,), value, dtype=dtype, device=device)
+    """`value` as a one-element tensor on `device`, made once per value (a fill at every call would be one more
+    launch); not while a CUDA graph is being captured, where the fill would run only when the graph replays."""
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return torch.full((1,), value, dtype=dtype, device=device)
+    return _kept_scalar(value, dtype, device)
+
+
+@functools.lru_cache(maxsize=16)
+def _kept_scalar(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    with torch.inference_mode(False):  # an inference tensor could not be saved for backward by a later training call
+        return torch.full((1,), value, dtype=dtype, device=device)
 
 
 def _options(dtype, bias, real, block, d_k, d_v) -> dict:
