@@ -537,7 +537,9 @@ def test_deepspeed_zero_over_two_cpu_processes_trains_like_one_process_and_resum
     process's accumulating the same two micro-batches (three steps: the fourth would take a sample twice on one
     process to even out the last batch); the checkpoint is DeepSpeed's, split per process (ZeRO-2: the optimizer
     states; ZeRO-3: the weights too); the final model, gathered, loads with from_pretrained and gives that process's
-    logits; and a run resumed from the step-2 checkpoint logs the third step as the uninterrupted run did."""
+    logits; a run resumed from the step-2 checkpoint logs the third step as the uninterrupted run did; and the
+    finished run launched again trains no step more (transformers' Trainer, resumed at its last step, would train one
+    more): its log, checkpoints and model stay as they were."""
     pytest.importorskip("deepspeed")
     monkeypatch.chdir(tmp_path)
     command, vocab = recurrent_llama_command(tmp_path, max_steps=3)
@@ -560,6 +562,11 @@ def test_deepspeed_zero_over_two_cpu_processes_trains_like_one_process_and_resum
     shutil.copytree(tmp_path / "sharded" / "checkpoint-2", resumed / "checkpoint-2")
     run_to_the_end([*launch, *command, "--use_cpu", "--output_dir", str(resumed)], **cpu)
     assert logged_steps(resumed)[-1]["loss"] == pytest.approx(sharded[-1]["loss"], rel=1e-5)
+    weights = (tmp_path / "sharded" / "model.safetensors").read_bytes()
+    run_to_the_end([*launch, *command, "--use_cpu", "--output_dir", str(tmp_path / "sharded")], **cpu)
+    assert logged_steps(tmp_path / "sharded") == sharded
+    assert sorted(path.name for path in (tmp_path / "sharded").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    assert (tmp_path / "sharded" / "model.safetensors").read_bytes() == weights
 
 
 def test_a_checkpoint_saved_in_half_precision_is_fine_tuned_in_fp32_unless_asked(tmp_path):

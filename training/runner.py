@@ -35,6 +35,7 @@ from transformers import (
     PrinterCallback,
     ProgressCallback,
     Trainer,
+    TrainerCallback,
     set_seed,
 )
 from transformers.trainer_callback import TrainerState
@@ -172,9 +173,12 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     elif not os.path.isfile(os.path.join(checkpoint, "trainer_state.json")):
         raise UsageError(f"--resume_from_checkpoint {checkpoint}: no checkpoint there (a checkpoint-N folder with its "
                          "trainer_state.json).")
-    finished = finished_state(args, checkpoint, planned_steps(trainer)) if checkpoint else None
+    steps = planned_steps(trainer) if checkpoint else None
+    finished = finished_state(args, checkpoint, steps) if checkpoint else None
     if finished:
         output = finished_run(trainer, checkpoint, finished)
+    elif checkpoint and shards_parameters(args) and checkpoint_state(checkpoint).global_step >= steps:
+        output = finished_sharded_run(trainer, checkpoint)
     else:
         output = trainer.train(resume_from_checkpoint=checkpoint)
     if log:
@@ -197,14 +201,56 @@ def planned_steps(trainer) -> int:
     return math.ceil(args.num_train_epochs * per_epoch)
 
 
+def checkpoint_state(checkpoint: str) -> TrainerState:
+    return TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
+
+
 def finished_state(args, checkpoint: str | None, steps: int) -> TrainerState | None:
     """The state of `checkpoint` when it reached the run's `steps` (a finished run), else None; None too under FSDP
-    or DeepSpeed (asked for in the arguments or by an accelerate config), whose checkpoints the Trainer loads itself:
-    their weights are split over the processes."""
+    or DeepSpeed (asked for in the arguments or by an accelerate config), whose weights are split over the processes:
+    `finished_sharded_run` has the Trainer load those."""
     if not checkpoint or shards_parameters(args):
         return None
-    state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
+    state = checkpoint_state(checkpoint)
     return state if state.global_step >= steps else None
+
+
+class _Finished(Exception):
+    pass
+
+
+class _StopBeforeAnotherStep(TrainerCallback):
+    """Ends training as an update past the run's last step begins (raising `_Finished`, in every process alike)."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step >= state.max_steps:
+            raise _Finished
+
+
+def finished_sharded_run(trainer, checkpoint: str) -> TrainOutput:
+    """`finished_run` under FSDP or DeepSpeed: the Trainer resumes from the finished checkpoint, loading its split
+    weights (and optimizer) its own way, and is stopped before the update it would otherwise run past max_steps
+    (resumed at max_steps in the middle of an epoch, it trains one update before it checks); the training metrics are
+    the finished run's."""
+    stop = _StopBeforeAnotherStep()
+    trainer.add_callback(stop)
+    try:
+        trainer.train(resume_from_checkpoint=checkpoint)
+    except _Finished:
+        trainer.is_in_train = False  # as the Trainer leaves it after training (evaluation reads it)
+    finally:
+        trainer.remove_callback(stop)
+    return finished_metrics(trainer)
+
+
+def finished_metrics(trainer) -> TrainOutput:
+    """The TrainOutput of a finished run: its global step and the training metrics it saved (train_results.json)."""
+    saved = os.path.join(trainer.args.output_dir, "train_results.json")
+    metrics = {}
+    if os.path.isfile(saved):
+        with open(saved) as f:
+            metrics = json.load(f)
+    return TrainOutput(trainer.state.global_step, metrics.get("train_loss", float("nan")), metrics)
 
 
 def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
@@ -219,12 +265,7 @@ def finished_run(trainer, checkpoint: str, state: TrainerState) -> TrainOutput:
                              "load_best_model_at_end needs it.")
         checkpoint = best
     trainer._load_from_checkpoint(checkpoint)
-    saved = os.path.join(trainer.args.output_dir, "train_results.json")
-    metrics = {}
-    if os.path.isfile(saved):
-        with open(saved) as f:
-            metrics = json.load(f)
-    return TrainOutput(state.global_step, metrics.get("train_loss", float("nan")), metrics)
+    return finished_metrics(trainer)
 
 
 SPEC_FILE = "lengthgen_spec.json"  # the spec of the run training in a folder, written when it starts
