@@ -506,7 +506,8 @@ def assert_same_model(first: Path, second: Path, vocab: int):
 def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monkeypatch):
     """`accelerate launch --config_file examples/accelerate/fsdp.yaml examples/run_clm_recurrent.py` (fp32, one
     process per GPU, at most two) against one unsharded process accumulating the same micro-batches: equal losses,
-    a final model that from_pretrained loads, and a run resumed from a sharded checkpoint that logs the same steps.
+    a final model that from_pretrained loads, a run resumed from a sharded checkpoint that logs the same steps, and
+    that run, finished, launched again without training a step more.
     With one GPU the launch, the sharded checkpoint format and the resume are checked, but the model is not split
     over processes: the comparison of losses checks sharding only with two GPUs or more."""
     monkeypatch.chdir(tmp_path)
@@ -527,6 +528,10 @@ def test_fsdp_launch_on_gpus_trains_like_one_process_and_resumes(tmp_path, monke
     shutil.copytree(tmp_path / "sharded" / "checkpoint-2", resumed / "checkpoint-2")
     run_to_the_end([*launch, *command, "--output_dir", str(resumed)])
     assert losses(resumed)[-2:] == pytest.approx(losses(tmp_path / "sharded")[-2:], rel=1e-4)
+    # the finished run launched again trains no step more
+    finished = logged_steps(resumed)
+    run_to_the_end([*launch, *command, "--output_dir", str(resumed)])
+    assert logged_steps(resumed) == finished
 
 
 @pytest.mark.parametrize("stage", [pytest.param(2, marks=pytest.mark.slow), 3])  # ZeRO-3 splits the weights too
