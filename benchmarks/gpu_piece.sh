@@ -164,7 +164,7 @@ run_checks() {  # `checks` into folder $2, one after the other; a step ends by i
     local seconds=$1 into=$2 step share name command code failed=0 done_share=0 limit
     mkdir -p "$into"
     local steps=(
-        "22 triton python3 tests/triton_interpreter_checks.py"
+        "28 triton python3 tests/triton_interpreter_checks.py"
         "13 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
             4096 8192 --repeats 20 --warmup 3 --pytorch_max 4096 --threads 1
             --json $into/ndr_attention_gpu_bf16_linear.json"
@@ -178,11 +178,11 @@ run_checks() {  # `checks` into folder $2, one after the other; a step ends by i
             --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis
             python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 4096 --repeats 1 --warmup 0
             --pytorch_max 0 --threads 1"
-        "10 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
+        "8 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
             --repeats 10 --warmup 2 --threads 1 --triton_configs 16x2 16x8 32x4 32x8
             --json $into/ndr_attention_gpu_bf16_launch.json"
         "13 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
-        "25 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
+        "21 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
             --json $into/recurrence_generation_gpu.json"
     )
     local start=$SECONDS

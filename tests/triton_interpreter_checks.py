@@ -123,28 +123,8 @@ def check_inference_then_training():
     assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in inputs)
 
 
-start = time.perf_counter()
-check_errors()
-check_inference_then_training()
-cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops
-    (1, True, None, True, torch.float64, 16, (2, 2), True),
-    (7, True, "suffix", True, torch.float64, 16, (3, 2), True),
-    (16, False, "holes", False, torch.float64, 16, (2, 2), False),
-    (33, True, "suffix", True, torch.float64, 16, (3, 1), False),
-    (70, False, "holes", True, torch.float64, 16, (1, 2), False),
-    (45, True, "holes", True, torch.float32, 16, (2, 1), False),
-    (38, False, "suffix", True, torch.bfloat16, 16, (2, 1), False),
-    (29, True, None, False, torch.bfloat16, 16, (1, 2), False),
-]
-if DEVICE == "cuda":  # compiled: the default block, and lengths the interpreter is too slow for
-    cases += [(n, normalize, mask, True, dtype, block, (2, 3), False)
-              for n in (130, 1000) for normalize, mask in ((True, "suffix"), (False, "holes"))
-              for dtype in (torch.float64, torch.float32, torch.bfloat16)
-              for block in ((None, 32) if dtype == torch.float64 else (None, 64))]  # float64 at 64: past shared memory
-for case in cases:
-    check(*case)
-
-if DEVICE == "cuda":  # geometric_attention itself takes the kernel on CUDA (here with the default block)
+def check_geometric_attention_on_cuda():
+    """geometric_attention itself takes the kernel on CUDA (with the default block)."""
     geometric_module.triton_available = uses_triton
     g = torch.Generator().manual_seed(5)
     tensors = [torch.randn(2, 4, 300, 32, generator=g).to(DEVICE) for _ in range(3)]
@@ -161,4 +141,37 @@ if DEVICE == "cuda":  # geometric_attention itself takes the kernel on CUDA (her
         for got, want in zip([out] + [t.grad for t in inputs], [exact] + [t.grad for t in reference]):
             error = ((got.double() - want).abs().max() / want.abs().max()).item()
             assert error <= (2e-5 if dtype == torch.float32 else 1e-2), (dtype, error)
-print(f"triton kernel ({DEVICE}): values and gradients agree ({len(cases)} cases, {time.perf_counter() - start:.0f} s)")
+
+
+start = time.perf_counter()
+check_errors()
+check_inference_then_training()
+cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops
+    (1, True, None, True, torch.float64, 16, (2, 2), True),
+    (7, True, "suffix", True, torch.float64, 16, (3, 2), True),
+    (16, False, "holes", False, torch.float64, 16, (2, 2), False),
+    (33, True, "suffix", True, torch.float64, 16, (3, 1), False),
+    (70, False, "holes", True, torch.float64, 16, (1, 2), False),
+    (45, True, "holes", True, torch.float32, 16, (2, 1), False),
+    (38, False, "suffix", True, torch.bfloat16, 16, (2, 1), False),
+    (29, True, None, False, torch.bfloat16, 16, (1, 2), False),
+]
+phases = [("interpreter-sized cases", cases)]
+if DEVICE == "cuda":  # compiled: lengths the interpreter is too slow for, at the default block, then at a larger one
+    longer = [(n, normalize, mask, True, dtype, None, (2, 3), False)
+              for n in (130, 1000) for normalize, mask in ((True, "suffix"), (False, "holes"))
+              for dtype in (torch.float64, torch.float32, torch.bfloat16)]
+    larger = [(*case[:5], 32 if case[4] == torch.float64 else 64, *case[6:])  # float64 at 64: past shared memory
+              for case in longer]
+    phases += [("N = 130 and 1,000 at the default block", longer), ("geometric_attention", None),
+               ("N = 130 and 1,000 at blocks of 32 (float64) and 64", larger)]
+checked = 0
+for phase, phase_cases in phases:  # each phase named as it passes: a run stopped at a time limit shows how far it got
+    if phase_cases is None:
+        check_geometric_attention_on_cuda()
+    else:
+        for case in phase_cases:
+            check(*case)
+        checked += len(phase_cases)
+    print(f"{phase}: agree ({time.perf_counter() - start:.0f} s)", flush=True)
+print(f"triton kernel ({DEVICE}): values and gradients agree ({checked} cases, {time.perf_counter() - start:.0f} s)")
