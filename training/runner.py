@@ -173,12 +173,11 @@ def train_and_save(trainer, save: bool = True, log: bool = False):
     elif not os.path.isfile(os.path.join(checkpoint, "trainer_state.json")):
         raise UsageError(f"--resume_from_checkpoint {checkpoint}: no checkpoint there (a checkpoint-N folder with its "
                          "trainer_state.json).")
-    steps = planned_steps(trainer) if checkpoint else None
-    finished = finished_state(args, checkpoint, steps) if checkpoint else None
-    if finished:
-        output = finished_run(trainer, checkpoint, finished)
-    elif checkpoint and shards_parameters(args) and checkpoint_state(checkpoint).global_step >= steps:
+    finished = finished_state(checkpoint, planned_steps(trainer)) if checkpoint else None
+    if finished and shards_parameters(args):  # FSDP or DeepSpeed: weights split over the processes
         output = finished_sharded_run(trainer, checkpoint)
+    elif finished:
+        output = finished_run(trainer, checkpoint, finished)
     else:
         output = trainer.train(resume_from_checkpoint=checkpoint)
     if log:
@@ -201,17 +200,9 @@ def planned_steps(trainer) -> int:
     return math.ceil(args.num_train_epochs * per_epoch)
 
 
-def checkpoint_state(checkpoint: str) -> TrainerState:
-    return TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
-
-
-def finished_state(args, checkpoint: str | None, steps: int) -> TrainerState | None:
-    """The state of `checkpoint` when it reached the run's `steps` (a finished run), else None; None too under FSDP
-    or DeepSpeed (asked for in the arguments or by an accelerate config), whose weights are split over the processes:
-    `finished_sharded_run` has the Trainer load those."""
-    if not checkpoint or shards_parameters(args):
-        return None
-    state = checkpoint_state(checkpoint)
+def finished_state(checkpoint: str, steps: int) -> TrainerState | None:
+    """The state of `checkpoint` when it reached the run's `steps` (a finished run), else None."""
+    state = TrainerState.load_from_json(os.path.join(checkpoint, "trainer_state.json"))
     return state if state.global_step >= steps else None
 
 
