@@ -45,7 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--configs", nargs="+", default=["16x4", "32x8"],
                         help="launch configurations, rows per program x warps (powers of two, rows at least 16)")
     parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["bfloat16"], help="input dtypes")
-    parser.add_argument("--capability", type=int, default=90, help="compute capability x 10: 90 for H100/H200")
+    parser.add_argument("--capability", type=int, choices=sorted(SM), default=90,
+                        help="compute capability x 10: 90 for H100/H200, 80 for A100")
     parser.add_argument("--head_size", type=int, default=32, help="d_k = d_v")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
