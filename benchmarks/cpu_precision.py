@@ -35,6 +35,7 @@ from lengthgen.training.models import (
     load_masked_lm,
     masked_lm_tokenizer,
 )
+from lengthgen.training.results import written_whole
 
 
 def model_and_batches(name: str, batch_size: int, count: int, seed: int):
@@ -150,7 +151,7 @@ def main(argv=None):
             print(f"{'':<26} compiled {s['fp32_compiled']:.3f} s/step ({r['compiled_over_eager']:.2f}x eager), "
                   f"compile {r['compile_seconds']:.0f} s, break-even after {r['compile_break_even_steps']} steps")
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump(results, f, indent=2)
     return results
 

@@ -30,6 +30,7 @@ from transformers import BertConfig, BertForMaskedLM, XLNetConfig, XLNetLMHeadMo
 
 from lengthgen.modeling import IBertConfig, IBertForMaskedLM
 from lengthgen.training.hardware import hardware
+from lengthgen.training.results import written_whole
 
 
 def build_models(args):
@@ -199,7 +200,7 @@ def main(argv=None):
     if peaks:
         print("peaks (TFLOP/s): " + ", ".join(f"{k} {v / 1e12:.0f}" for k, v in peaks.items() if v))
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump({"args": vars(args), "hardware": hardware(), "peaks": peaks, "results": results}, f, indent=2)
     return results
 

@@ -39,6 +39,7 @@ from lengthgen.training.arguments import ModelArguments
 from lengthgen.training.hardware import hardware
 from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
 from lengthgen.training.models import answer_slots_tokenizer, load_answer_reader
+from lengthgen.training.results import written_whole
 
 
 def parse_args(argv=None):
@@ -128,7 +129,7 @@ def main(argv=None):
     output = {"task": args.task, "protocol": args.protocol, "batch_size": batch_size, "models": results,
               "threads": torch.get_num_threads(), "precision": "fp32", "hardware": hardware()}
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump(output, f, indent=2)
     return output
 

@@ -33,6 +33,7 @@ from lengthgen.training.models import (
     infer_head,
     load_classifier,
 )
+from lengthgen.training.results import written_whole
 
 MEGA_BATCH = 50  # LengthGroupedSampler's mega-batch, in batches
 
@@ -130,7 +131,7 @@ def main(argv=None):
         print(f"{name:<28} {s['random']:>13.3f} {s['binned']:>13.3f} {r['binned_over_random']:>12.2f}x "
               f"{p['random']:>13.2f}x {p['binned']:>13.2f}x", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump(results, f, indent=2)
     return results
 

@@ -23,6 +23,7 @@ from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_
 from lengthgen.data.export import load_splits
 from lengthgen.data.listops import OPERATIONS
 from lengthgen.training.models import predict_classes
+from lengthgen.training.results import written_whole
 
 
 def root_operation(problem: str) -> str:
@@ -88,7 +89,7 @@ def main(argv=None):
             groups = ", ".join(f"{k} {v['accuracy']:.3f} ({v['count']})" for k, v in result[kind].items())
             print(f"  by {kind}: {groups}")
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump(results, f, indent=1)
     return results
 

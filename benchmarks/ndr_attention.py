@@ -51,6 +51,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from lengthgen.modeling import NDRConfig, NDRForSequenceClassification
 from lengthgen.modeling.ndr import geometric_attention, geometric_attention_cpu, geometric_attention_weights
 from lengthgen.training.hardware import hardware
+from lengthgen.training.results import written_whole
 
 HUB_CONFIGS = Path(__file__).resolve().parent.parent / "hub_configs"
 GEOMETRIC_MODULE = sys.modules["lengthgen.modeling.ndr.geometric_attention"]
@@ -403,7 +404,7 @@ def main(argv=None):
         results["profile"] = profile_steps(args)
         report_profiles(results["profile"])
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump({"args": vars(args), "hardware": hardware(), "fused_kernel": kernel,
                        "isa": geometric_attention_cpu.native_isa() if kernel else None, **results}, f, indent=2)
     return results

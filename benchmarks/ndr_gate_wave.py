@@ -24,6 +24,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 import lengthgen.modeling  # noqa: F401  (registers the NDR with the Auto classes)
 from lengthgen.cli import UsageError, check_positive, local_path_or_hub_id, run_command
 from lengthgen.data.ctl import DIRECTIONS, CTLConfig, ctl_example, ctl_tables, sample_problems
+from lengthgen.training.results import written_whole
 
 
 def function_columns(direction: str, depth: int) -> list[int]:
@@ -104,7 +105,7 @@ def main(argv=None):
         print("  ideal:                         " + " ".join(f"{s:5d}" for s in result["ideal_function_update_step"]))
         print(f"  readout updated at step {result['readout_update_step']:.1f} (ideal {args.depth + 1})")
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump(results, f, indent=1)
     return results
 

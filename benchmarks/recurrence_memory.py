@@ -46,6 +46,7 @@ from lengthgen.modeling import (
     RobertaWithRecurrenceForQuestionAnswering,
 )
 from lengthgen.training.hardware import hardware
+from lengthgen.training.results import written_whole
 
 # glibc serves large blocks from a heap that fragments as windows come and go, which inflates the peak RSS without
 # any tensor being alive; a fixed mmap threshold gives each large tensor its own mapping, returned when freed
@@ -282,7 +283,7 @@ def main(argv=None) -> dict:
           + f"; recurrent / plain = {speed['ratio']:.2f}x, / plain one window at a time = "
           f"{speed['ratio_to_one_window_at_a_time']:.2f}x")
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump({"hardware": hardware(), "allocator": allocator(),
                        "arguments": {k: v for k, v in vars(args).items() if k not in ("json", "case")},
                        "peak_bytes": results, **speed}, f, indent=2)

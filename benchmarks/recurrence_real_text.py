@@ -59,6 +59,7 @@ from lengthgen.training.causal_lm import parse_args as causal_lm_arguments
 from lengthgen.training.causal_lm import train_and_evaluate
 from lengthgen.training.hardware import hardware
 from lengthgen.training.pieces import get_last_checkpoint_or_none
+from lengthgen.training.results import written_whole
 
 ROOT = Path(__file__).resolve().parents[1]
 BOS = "<|endoftext|>"
@@ -192,7 +193,7 @@ def pretrain(args, root: Path):
     metrics = trainer.evaluate()
     trainer.save_model(str(root / "pretrained"))
     tokenizer.save_pretrained(root / "pretrained")
-    with open(root / "pretrained" / "pretrain_results.json", "w") as f:
+    with written_whole(root / "pretrained" / "pretrain_results.json") as f:
         json.dump({"eval": metrics, "train_chunks": len(train), "log_history": trainer.state.log_history,
                    "hardware": hardware()}, f, indent=2)
     print(f"pretrained: validation loss per token {metrics['eval_loss']:.3f} on disjoint {length}-token chunks")

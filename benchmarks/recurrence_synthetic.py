@@ -51,6 +51,7 @@ from lengthgen.modeling.recurrence.modeling_causal_lm_recurrent import softmax_a
 from lengthgen.training.causal_lm import parse_args as causal_lm_arguments
 from lengthgen.training.causal_lm import train_and_evaluate
 from lengthgen.training.hardware import hardware
+from lengthgen.training.results import written_whole
 
 KEY = "key"
 # the model pre-trained from scratch, by family: the paper's GPT-2, or a hybrid (linear attention, then attention)
@@ -244,7 +245,7 @@ def main(argv=None):
     print(f"recurrent / disjoint perplexity: {results['perplexity_ratio_recurrent_over_disjoint']:.3f}")
     results["hardware"] = hardware()
     if args.json:
-        with open(args.json, "w") as f:
+        with written_whole(args.json) as f:
             json.dump(results, f, indent=2)
     return results
 
