@@ -53,6 +53,7 @@ from lengthgen.modeling import (
 
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
+from .results import written_whole
 from .runner import guard_recurrent_run, train_and_save, upload_output_dir
 from .sharding import check_launch, shards_parameters
 from .windows import document_runs
@@ -411,7 +412,7 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
 
     if training_args.should_save:
         os.makedirs(training_args.output_dir, exist_ok=True)
-        with open(os.path.join(training_args.output_dir, "all_results.json"), "w") as f:
+        with written_whole(os.path.join(training_args.output_dir, "all_results.json")) as f:
             json.dump(all_metrics, f, indent=2)
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,

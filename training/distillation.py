@@ -21,6 +21,8 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 
 from lengthgen.cli import UsageError
 
+from .results import written_whole
+
 
 def distillation_loss(student_logits, teacher_logits, labels, temperature: float, weight: float) -> torch.Tensor:
     """r T^2 KL(teacher_T || student_T) + (1 - r) CE(student, gold), the KL averaged over the batch."""
@@ -60,8 +62,9 @@ def teacher_logits(teacher: str, inputs: list[str], labels: list[str], cache_fil
     logits = np.concatenate(rows)
     if cache_file:
         os.makedirs(os.path.dirname(os.path.abspath(cache_file)), exist_ok=True)
-        np.save(cache_file, logits)
-        with open(cache_file + ".sha256", "w") as f:
+        with written_whole(cache_file, "wb") as f:
+            np.save(f, logits)
+        with written_whole(cache_file + ".sha256") as f:
             f.write(fingerprint + "\n")
     return logits
 

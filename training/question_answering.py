@@ -44,6 +44,7 @@ from lengthgen.modeling import (
 
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
+from .results import written_whole
 from .runner import guard_recurrent_run, train_and_save, upload_output_dir
 
 logger = logging.getLogger(__name__)
@@ -276,10 +277,10 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
 
     if training_args.should_save:
         os.makedirs(training_args.output_dir, exist_ok=True)
-        with open(os.path.join(training_args.output_dir, "all_results.json"), "w") as f:
+        with written_whole(os.path.join(training_args.output_dir, "all_results.json")) as f:
             json.dump(all_metrics, f, indent=2)
         if training_args.do_eval:
-            with open(os.path.join(training_args.output_dir, "predictions.json"), "w") as f:
+            with written_whole(os.path.join(training_args.output_dir, "predictions.json")) as f:
                 json.dump({r["id"]: r["prediction"] for r in trainer.last_predictions}, f, indent=2)
         trainer.create_model_card(
             finetuned_from=model_args.model_name_or_path,
