@@ -6,7 +6,7 @@ import re
 import shutil
 import tempfile
 
-from lengthgen.training.results import PLOT, RESULTS_FILE, ExperimentResult
+from lengthgen.training.results import PLOT, RESULTS_FILE, ExperimentResult, written_whole
 
 from .card import model_card
 from .hub import NOT_UPLOADED, ReleaseError, check_push, upload
@@ -94,7 +94,7 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
                 settings = json.load(f)
             loaded_as = {key: settings.pop(key) for key in ("is_local", "local_files_only") if key in settings}
             if loaded_as:
-                with open(tokenizer_config, "w") as f:
+                with written_whole(tokenizer_config) as f:
                     json.dump(settings, f, indent=2, ensure_ascii=False)
         num_steps = result.spec.get("model", {}).get("num_steps")
         if num_steps:  # the card's numbers were measured with this many steps: make it the default

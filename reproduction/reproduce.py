@@ -29,7 +29,7 @@ from lengthgen.data.export import train_difficulties
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.training.hardware import auto_precision, hardware
 from lengthgen.training.pieces import get_last_checkpoint_or_none, packed_archive, packed_file, packed_run_folder
-from lengthgen.training.results import PLOT, RESULTS_FILE
+from lengthgen.training.results import PLOT, RESULTS_FILE, written_whole
 from lengthgen.training.runner import SPEC_FILE, recipe_differences, run_experiment
 from lengthgen.training.spec import ExperimentSpec
 
@@ -82,7 +82,7 @@ def training_wall_seconds(output_dir: str) -> list[float]:
         saved = os.path.getmtime(os.path.join(checkpoint, "trainer_state.json")) if checkpoint else started
         if saved > started:
             wall.append(round(saved - started, 1))
-            with open(wall_file, "w") as f:
+            with written_whole(wall_file) as f:
                 json.dump(wall, f)
         os.remove(piece_file)
     return wall
@@ -196,7 +196,7 @@ def reproduce(name: str, output_root: str, precision: str | None, results_dir: s
     start = time.time()
     if not trained:
         os.makedirs(output_dir, exist_ok=True)
-        with open(piece_file, "w") as f:
+        with written_whole(piece_file) as f:
             json.dump({"started": start}, f)
     spec = experiment(name, output_dir, precision, trained, max_train_seconds)
     outcome = run_experiment(spec, command=f"lengthgen reproduce {name}", quiet=not verbose)
@@ -322,7 +322,7 @@ def num_steps_table(name: str, output_root: str, results_dir: str, steps=NUM_STE
     result["num_steps_table"] = {"deeper_split": run.deeper, "trained_steps": model.config.num_layers,
                                  "model": os.path.basename(model_dir) if last_checkpoint else "saved",
                                  "precision": "fp32", "accuracy": table}
-    with open(result_file, "w") as f:
+    with written_whole(result_file) as f:
         json.dump(result, f, indent=2)
     plot(name, result, saved_result(results_dir, run.baseline), os.path.join(results_dir, f"{name}.png"))
     if os.path.isdir(output_dir):

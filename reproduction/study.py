@@ -19,7 +19,7 @@ from lengthgen.data.scoring import spread_over_seeds
 from lengthgen.plots import Curve, plot_accuracy
 from lengthgen.presets import load_presets
 from lengthgen.training.hardware import hardware
-from lengthgen.training.results import RESULTS_FILE, ExperimentResult
+from lengthgen.training.results import RESULTS_FILE, ExperimentResult, written_whole
 from lengthgen.training.runner import run_experiment
 from lengthgen.training.spec import ExperimentSpec
 
@@ -66,9 +66,9 @@ def markdown_table(summary: dict, unit: str) -> str:
 
 def write_summary(stem: str, record: dict, results: dict[str, list[ExperimentResult]], unit: str, title: str):
     """`stem`.json (the record), .md (the table) and .png (accuracy against difficulty over seeds)."""
-    with open(stem + ".json", "w") as f:
+    with written_whole(stem + ".json") as f:
         json.dump(record, f, indent=2)
-    with open(stem + ".md", "w") as f:
+    with written_whole(stem + ".md") as f:
         f.write(markdown_table(record["summary"], unit))
     curves = [Curve(f"{name} ({len(runs)} seed{'s' if len(runs) > 1 else ''})",
                     {d: [r.table()["test"][d] for r in runs if d in r.table().get("test", {})]

@@ -26,6 +26,8 @@ import zipfile
 from transformers import TrainerCallback
 from transformers.trainer_utils import IntervalStrategy, get_last_checkpoint
 
+from .results import written_whole
+
 PART_BYTES = 16 * 1024 * 1024
 MAX_PARTS = 8
 # what only resuming from a checkpoint needs: left out of the best checkpoint that travels beside the last one
@@ -117,7 +119,7 @@ def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_b
     paths = []
     for index in range(count):
         path = os.path.join(target_dir, f"{name}.tar.part{index:02d}")
-        with open(path, "wb") as f:
+        with written_whole(path, "wb") as f:
             f.write(data[index * part_bytes : (index + 1) * part_bytes])
         paths.append(path)
     return paths
