@@ -29,7 +29,7 @@ adds a row per Triton launch configuration (rows per program x warps) beside the
         --triton_configs 32x4 32x8 64x4 64x8
 
 `--profile` also records, per length, what one step of the fused kind and of SDPA runs, operation by operation
-(torch.profiler: on CUDA each kernel's device time and how many operations ran on the device; on a CPU each
+(torch.profiler: on CUDA each kernel's GPU time and how many kernels, copies and fills the GPU ran; on a CPU each
 operator's own time), so that the Triton kernels' forward and backward and everything launched around them are told
 apart:
 
@@ -200,9 +200,9 @@ def measure(args, counts: list[int]) -> dict:
 
 def profile_steps(args, top: int = 12) -> dict:
     """{N: {kind: {"operations": [{"name", "calls", "self_us"}, ...] (the `top` costliest, costliest first),
-    "total_us", "device_operations"}}} for one step of the fused kind and of SDPA after a warm-up one: on CUDA the
-    device time of each kernel (Triton's included) and the number of operations on the device (kernels, and the
-    copies and fills among them); on a CPU each operator's own CPU time (and no device count)."""
+    "total_us", "gpu_operations"}}} for one step of the fused kind and of SDPA after a warm-up one: on CUDA the GPU
+    time of each kernel (Triton's included) and how many kernels, copies and fills the GPU ran; on a CPU each
+    operator's own CPU time (and no GPU count)."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = args.device.startswith("cuda")
@@ -226,7 +226,7 @@ def profile_steps(args, top: int = 12) -> dict:
                     rows.append({"name": event.key, "calls": event.count, "self_us": own})
             rows.sort(key=lambda row: -row["self_us"])
             profiles[n][kind] = {"operations": rows[:top], "total_us": sum(row["self_us"] for row in rows),
-                                 "device_operations": sum(row["calls"] for row in rows) if cuda else None}
+                                 "gpu_operations": sum(row["calls"] for row in rows) if cuda else None}
     return profiles
 
 
@@ -234,7 +234,7 @@ def report_profiles(profiles: dict):
     print("profile: one step's operations, own time in microseconds (calls)")
     for n, kinds in profiles.items():
         for kind, p in kinds.items():
-            launched = f", {p['device_operations']} on the device" if p["device_operations"] is not None else ""
+            launched = f", {p['gpu_operations']} on the GPU" if p["gpu_operations"] is not None else ""
             operations = "; ".join(f"{row['name'][:60]} {row['self_us']:.0f} ({row['calls']})"
                                    for row in p["operations"][:6])
             print(f"N={n} {kind}: {p['total_us']:.0f} us in all{launched}: {operations}")

@@ -122,7 +122,7 @@ def test_ndr_attention_profile_lists_each_kinds_operations():
         assert [row["self_us"] for row in rows] == sorted((row["self_us"] for row in rows), reverse=True)
         assert any(name in row["name"] for row in rows for name in names), (kind, rows)
         assert profiles[16][kind]["total_us"] >= sum(row["self_us"] for row in rows)
-        assert profiles[16][kind]["device_operations"] is None  # counted on CUDA only
+        assert profiles[16][kind]["gpu_operations"] is None  # counted on CUDA only
     with pytest.raises(SystemExit):
         ndr_attention.main(["--end_to_end", "--profile"])
 
