@@ -23,9 +23,9 @@ import time
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from lengthgen.training.results import written_whole
 from lengthgen.modeling import CausalLMWithRecurrence
 from lengthgen.training.hardware import hardware
+from lengthgen.training.results import written_whole
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

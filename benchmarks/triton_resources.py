@@ -28,9 +28,12 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 
-from lengthgen.training.results import written_whole  # noqa: E402
 from lengthgen.modeling.ndr import geometric_attention_triton as kernels  # noqa: E402
 from lengthgen.training.hardware import hardware  # noqa: E402
+from lengthgen.training.results import written_whole  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the benchmark beside it, which names launches alike
+from ndr_attention import triton_config  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
@@ -42,7 +45,7 @@ SM = {80: dict(registers=65536, shared=164 * 1024, warps=64, programs=32),  # A1
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", nargs="+", default=["16x4", "32x8"],
+    parser.add_argument("--configs", type=triton_config, nargs="+", default=[(16, 4), (32, 8)], metavar="BLOCKxWARPS",
                         help="launch configurations, rows per program x warps (powers of two, rows at least 16)")
     parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["bfloat16"], help="input dtypes")
     parser.add_argument("--capability", type=int, choices=sorted(SM), default=90,
@@ -52,16 +55,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not kernels.available():
         parser.error("Triton with tl.gather (3.2 or later) is not installed")
-    args.configs = [config(text, parser) for text in args.configs]
     return args
-
-
-def config(text: str, parser) -> tuple[int, int]:
-    block, _, warps = text.partition("x")
-    if not (block.isdigit() and warps.isdigit()) or int(block) < 16 or int(block) & (int(block) - 1) \
-            or int(warps) < 1 or int(warps) & (int(warps) - 1):
-        parser.error(f"--configs: expected BLOCKxWARPS with powers of two, BLOCK at least 16 (e.g. 16x4), got {text!r}")
-    return int(block), int(warps)
 
 
 def compiled(name: str, dtype: torch.dtype, block: int, warps: int, capability: int = 90, head_size: int = 32):
