@@ -48,6 +48,7 @@ import torch
 from torch.nn import functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from lengthgen.cli import launch_configuration
 from lengthgen.modeling import NDRConfig, NDRForSequenceClassification
 from lengthgen.modeling.ndr import geometric_attention, geometric_attention_cpu, geometric_attention_weights
 from lengthgen.training.hardware import hardware
@@ -79,16 +80,6 @@ def triton_launch(block: int, warps: int):
         yield
     finally:
         TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS = saved
-
-
-def triton_config(text: str) -> tuple[int, int]:
-    """'64x8' -> (64, 8): rows per program (a power of two, at least 16) x warps (a power of two)."""
-    block, _, warps = text.partition("x")
-    if not (block.isdigit() and warps.isdigit()) or int(block) < 16 or int(block) & (int(block) - 1) \
-            or int(warps) < 1 or int(warps) & (int(warps) - 1):
-        raise argparse.ArgumentTypeError(f"expected BLOCKxWARPS with powers of two, BLOCK at least 16 (e.g. 64x8), "
-                                         f"got {text!r}")
-    return int(block), int(warps)
 
 
 def fused(q, k, v):
@@ -357,7 +348,7 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                         help="the inputs' dtype (attention mode); the autocast dtype end to end")
-    parser.add_argument("--triton_configs", type=triton_config, nargs="*", default=[], metavar="BLOCKxWARPS",
+    parser.add_argument("--triton_configs", type=launch_configuration, nargs="*", default=[], metavar="BLOCKxWARPS",
                         help="CUDA: also time the Triton kernels at these launch configurations (e.g. 32x8 64x8)")
     parser.add_argument("--profile", action="store_true",
                         help="attention mode: also profile one step of the fused kind and of SDPA per length")

@@ -28,12 +28,10 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 import torch  # noqa: E402
 
+from lengthgen.cli import launch_configuration  # noqa: E402
 from lengthgen.modeling.ndr import geometric_attention_triton as kernels  # noqa: E402
 from lengthgen.training.hardware import hardware  # noqa: E402
 from lengthgen.training.results import written_whole  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the benchmark beside it, which names launches alike
-from ndr_attention import triton_config  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
@@ -45,7 +43,8 @@ SM = {80: dict(registers=65536, shared=164 * 1024, warps=64, programs=32),  # A1
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", type=triton_config, nargs="+", default=[(16, 4), (32, 8)], metavar="BLOCKxWARPS",
+    parser.add_argument("--configs", type=launch_configuration, nargs="+", default=[(16, 4), (32, 8)],
+                        metavar="BLOCKxWARPS",
                         help="launch configurations, rows per program x warps (powers of two, rows at least 16)")
     parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["bfloat16"], help="input dtypes")
     parser.add_argument("--capability", type=int, choices=sorted(SM), default=90,

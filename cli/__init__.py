@@ -6,10 +6,11 @@ from .errors import (
     UsageError,
     check_hub_id,
     check_positive,
+    launch_configuration,
     local_path_or_hub_id,
     run_command,
     writable_folder,
 )
 
-__all__ = ["ArgumentParser", "OneLineErrors", "UsageError", "check_hub_id", "check_positive", "local_path_or_hub_id",
-           "run_command", "writable_folder"]
+__all__ = ["ArgumentParser", "OneLineErrors", "UsageError", "check_hub_id", "check_positive", "launch_configuration",
+           "local_path_or_hub_id", "run_command", "writable_folder"]

@@ -93,6 +93,18 @@ def writable_folder(path: str) -> str:
     return path
 
 
+def launch_configuration(text: str) -> tuple[int, int]:
+    """'64x8' -> (64, 8): a Triton launch configuration, rows per program (a power of two, at least 16) x warps (a
+    power of two) (argparse's `type=` of the benchmarks' launch flags): an ArgumentTypeError, answered in one line,
+    otherwise."""
+    block, _, warps = text.partition("x")
+    if not (block.isdigit() and warps.isdigit()) or int(block) < 16 or int(block) & (int(block) - 1) \
+            or int(warps) < 1 or int(warps) & (int(warps) - 1):
+        raise argparse.ArgumentTypeError(f"expected BLOCKxWARPS with powers of two, BLOCK at least 16 (e.g. 64x8), "
+                                         f"got {text!r}")
+    return int(block), int(warps)
+
+
 def local_path_or_hub_id(value: str, flag: str) -> str:
     """`value` unchanged when it exists on disk or can only be a Hub id (`name` or `org/name`); a UsageError naming
     the missing path when it is meant as a local one (`./x`, `/x`, `~/x`, `a/b/c`, or `dir/x` with `dir` here), so

@@ -162,14 +162,16 @@ def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored(
     """`--triton_configs 64x8`: rows per program x warps, powers of two; the kernels read them from their module
     while the context holds (forward and backward), the defaults come back after, also after an error; on a CPU the
     option is refused in one line."""
+    from lengthgen.cli import launch_configuration
+
     ndr_attention = benchmark("ndr_attention")
     triton = ndr_attention.TRITON_MODULE
 
-    assert ndr_attention.triton_config("64x8") == (64, 8)
-    assert ndr_attention.triton_config("16x2") == (16, 2)
+    assert launch_configuration("64x8") == (64, 8)
+    assert launch_configuration("16x2") == (16, 2)
     for bad in ("48x8", "8x4", "64x3", "64", "x8", "64x0"):
         with pytest.raises(argparse.ArgumentTypeError, match="BLOCKxWARPS"):
-            ndr_attention.triton_config(bad)
+            launch_configuration(bad)
     defaults = triton.BLOCK, triton.NUM_WARPS
     with pytest.raises(RuntimeError, match="inside"):
         with ndr_attention.triton_launch(64, 4):
