@@ -34,11 +34,12 @@
 # bf16 (benchmarks/ndr_attention.py), the forward pass alone at N = 1,024 to 8,192 (`--forward_only`: what the
 # backward costs is the difference), one step profiled kernel by kernel at N = 256 to 4,096 (`--profile`), the two
 # kernels under Nsight Compute at N = 4,096 (throughput, occupancy, where warps stall), other launch configurations
-# (rows per program x warps, `--triton_configs`) at N = 1,024 and 4,096, fine-tuning under FSDP through accelerate
+# (rows per program x warps, `--triton_configs`) at N = 1,024 and 4,096, the NDR's training and evaluation steps
+# with the kernels against softmax attention (`--end_to_end`), fine-tuning under FSDP through accelerate
 # (the GPU test of tests/test_run_clm_recurrent.py) and recurrent generation against the plain model's
 # (benchmarks/recurrence_generation.py, bf16, windows of 128 and 512: on an H200 machine whose plain model generated
 # 18 tokens/s, window 2,048, 4,032 new tokens a way, needs a piece of its own: `--windows 2048`). A log of each and
-# the five JSONs come back; --collect puts the JSONs in docs/ and prints the logs: --travel checks, then bash
+# the six JSONs come back; --collect puts the JSONs in docs/ and prints the logs: --travel checks, then bash
 # benchmarks/gpu_piece.sh 540 checks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -164,7 +165,7 @@ run_checks() {  # `checks` into folder $2, one after the other; a step ends by i
     local seconds=$1 into=$2 step share name command code failed=0 done_share=0 limit
     mkdir -p "$into"
     local steps=(
-        "28 triton python3 tests/triton_interpreter_checks.py"
+        "26 triton python3 tests/triton_interpreter_checks.py"
         "13 ndr_attention python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 16 64 256 1024
             4096 8192 --repeats 20 --warmup 3 --pytorch_max 4096 --threads 1
             --json $into/ndr_attention_gpu_bf16_linear.json"
@@ -178,10 +179,13 @@ run_checks() {  # `checks` into folder $2, one after the other; a step ends by i
             --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis
             python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 4096 --repeats 1 --warmup 0
             --pytorch_max 0 --threads 1"
-        "8 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
+        "6 triton_launch python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 1024 4096
             --repeats 10 --warmup 2 --threads 1 --triton_configs 16x2 16x8 32x4 32x8
             --json $into/ndr_attention_gpu_bf16_launch.json"
-        "13 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
+        "6 ndr_end_to_end python3 benchmarks/ndr_attention.py --end_to_end --device cuda --dtype bfloat16
+            --train_batch_size 512 --eval_batch_size 64 --end_to_end_repeats 3 --pytorch_max 0 --threads 1
+            --json $into/ndr_end_to_end_gpu_bf16.json"
+        "11 fsdp python3 -m pytest -q -p no:cacheprovider tests/test_run_clm_recurrent.py -k fsdp_launch_on_gpus"
         "21 generation python3 benchmarks/recurrence_generation.py --device cuda --dtype bfloat16 --windows 128 512
             --json $into/recurrence_generation_gpu.json"
     )

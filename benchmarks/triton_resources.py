@@ -76,13 +76,13 @@ def compiled(name: str, dtype: torch.dtype, block: int, warps: int, capability: 
     for arg in kernel.arg_names:
         if arg in constants:
             signature[arg] = "constexpr"
-        elif arg in ("n", "d_k", "d_v", "tiles"):
+        elif arg in ("n", "d_k", "d_v", "heads", "tiles") or arg.startswith("stride_"):
             signature[arg] = "i32"
-        elif arg in ("Q", "K", "V", "DO", "RESULT", "DQ"):  # in the inputs' dtype
+        elif arg in ("Q", "K", "V", "DO", "RESULT", "DQ", "BIAS", "DBIAS"):  # in the inputs' dtype (the model's bias)
             signature[arg] = "*" + inputs
         elif arg == "REAL":
             signature[arg] = "*i1"
-        else:  # bias, the output and row sums kept for backward, the gradient sums, the scale
+        else:  # the output and row sums kept for backward, the gradient sums, the scale
             signature[arg] = "*" + compute
     source = ASTSource(kernel, signature, {(kernel.arg_names.index(k),): v for k, v in constants.items()})
     return triton.compile(source, target=GPUTarget("cuda", capability, 32), options={"num_warps": warps})

@@ -824,7 +824,7 @@ echo "checked $1"
 
 
 def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(tmp_path):
-    """`checks` runs the eight GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
+    """`checks` runs the nine GPU checks in turn (alone: with a preset beside it, a usage error); a failing one is
     named and fails the command (here the FSDP test), the others still run; their logs and JSONs come back and
     --collect puts the JSONs in docs/ and prints the logs."""
     script = _gpu_piece_in(tmp_path / "repo")
@@ -840,21 +840,22 @@ def test_gpu_piece_checks_run_one_after_the_other_and_collect_files_their_json(t
     calls = (tmp_path / "calls").read_text().splitlines()
     first = [call.split()[0] for call in calls]
     assert first == ["tests/triton_interpreter_checks.py", "benchmarks/ndr_attention.py", "benchmarks/ndr_attention.py",
-                     "benchmarks/ndr_attention.py", "ncu", "benchmarks/ndr_attention.py", "-m",
-                     "benchmarks/recurrence_generation.py"]
+                     "benchmarks/ndr_attention.py", "ncu", "benchmarks/ndr_attention.py", "benchmarks/ndr_attention.py",
+                     "-m", "benchmarks/recurrence_generation.py"]
     assert "--lengths 16 64 256 1024 4096 8192" in calls[1] and "--forward_only" in calls[2]
     assert "--profile" in calls[3] and "--triton_configs 16x2 16x8 32x4 32x8" in calls[5]
     assert "--kernel-name regex:_(forward|backward)_kernel" in calls[4]
     assert "python3 benchmarks/ndr_attention.py --device cuda --dtype bfloat16 --lengths 4096" in calls[4]
     assert "--pytorch_max 4096" in calls[1]  # the PyTorch path measured again up to 4,096, as docs/results/speed.md
-    assert "-k fsdp_launch_on_gpus" in calls[6]
+    assert "--end_to_end" in calls[6] and "--device cuda --dtype bfloat16" in calls[6]
+    assert "-k fsdp_launch_on_gpus" in calls[7]
     assert "fsdp: exit status 1" in result.stdout and "generation: exit status 0" in result.stdout
     with tarfile.open(fileobj=io.BytesIO(b"".join((out / p).read_bytes() for p in sorted(os.listdir(out))))) as tar:
         names = sorted(tar.getnames())
     assert "checks/ndr_attention_gpu_bf16_linear.json" in names and "checks/recurrence_generation_gpu.json" in names
     assert "checks/ndr_attention_gpu_bf16_launch.json" in names
     assert "checks/ndr_attention_gpu_bf16_forward.json" in names
-    assert "checks/ndr_attention_gpu_bf16_profile.json" in names
+    assert "checks/ndr_attention_gpu_bf16_profile.json" in names and "checks/ndr_end_to_end_gpu_bf16.json" in names
     assert "checks/fsdp.log" in names and "checks/ncu.log" in names
 
     collected = subprocess.run(["bash", script, "--collect", str(out)], capture_output=True, text=True, check=True)

@@ -282,6 +282,56 @@ def test_triton_kernel_under_the_interpreter():
     assert "agree" in result.stdout
 
 
+def test_triton_path_reads_the_models_heads_without_copies(monkeypatch):
+    """Around the two Triton kernels the NDR's attention runs nothing but the dK and dV sums' zeroing and rounding:
+    heads split off a (B, N, H * D) projection by a view and a transpose, the bfloat16 direction bias and the padding
+    mask broadcast over heads go in as they lie, the output comes back laid out so that the transpose back to
+    (B, N, H * D) is a view, and each gradient is laid out as its input. Counted with a TorchDispatchMode, the kernels'
+    launches stubbed (what they compute is checked under the interpreter)."""
+    pytest.importorskip("triton")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    triton_module = sys.modules["lengthgen.modeling.ndr.geometric_attention_triton"]
+    if not triton_module.available():
+        pytest.skip("Triton without tl.gather")
+
+    class Launch:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(triton_module, "_forward_kernel", Launch())
+    monkeypatch.setattr(triton_module, "_backward_kernel", Launch())
+    free = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "_unsafe_view",
+            "expand", "transpose", "permute", "detach", "full"}  # no work on a GPU; `full`: the scale, made once
+
+    class Operations(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ not in free:
+                self.seen.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    batch, heads, n, d = 2, 4, 40, 8
+    projections = [torch.randn(batch, n, heads * d).to(torch.bfloat16) for _ in range(3)]
+    query, key, value = (x.view(batch, n, heads, d).transpose(1, 2).requires_grad_() for x in projections)
+    bias = torch.randn(batch, n, heads, 2).to(torch.bfloat16).permute(0, 2, 1, 3).requires_grad_()
+    mask = (torch.arange(n)[None] < torch.tensor([n, n - 7])[:, None])[:, None, :]
+    context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)
+    grad = torch.randn(batch, n, heads * d).to(torch.bfloat16)
+    with Operations() as forward:
+        context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)
+        merged = context.transpose(1, 2).reshape(batch, n, heads * d)
+    with Operations() as backward:
+        merged.backward(grad)
+    assert forward.seen == []
+    assert sorted(backward.seen) == ["_to_copy", "_to_copy", "zeros_like", "zeros_like"]
+    for x in (query, key, value, bias):
+        assert x.grad.stride() == x.stride() and x.grad.dtype == x.dtype
+
+
 @pytest.mark.parametrize("n", [70, 300])
 def test_fused_kernel_at_one_and_two_threads_and_in_every_instruction_set(monkeypatch, n):
     """The kernel split over threads (batch x heads x blocks of rows) and built for the portable baseline as well as

@@ -31,17 +31,17 @@ geometric_module.load_cpu_kernel = geometric_module.triton_available = lambda: N
 
 
 def triton_attention(query, key, value, mask, normalize, bias, scale, block=None):
-    """The kernel on `(..., N, D)` inputs flattened as `geometric_attention` flattens them: the output in the inputs'
-    dtype, and the one in the compute precision that backward keeps (the same tensor unless the inputs are
-    bfloat16)."""
-    *batch, n, _ = query.shape
-    flat = lambda x: x.reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
-    real = mask.expand(*batch, n).reshape(-1, n).contiguous() if mask is not None else None
-    out = TritonGeometricAttention.apply(
-        flat(query), flat(key), flat(value), scale, flat(bias) if bias is not None else None, real, normalize, block
-    )
-    accumulator = out.grad_fn.saved_tensors[5]
-    return out.view(*batch, n, value.shape[-1]), accumulator.view(*batch, n, value.shape[-1])
+    """The kernel on `(B, H, N, D)` inputs as `geometric_attention` passes them (a mask broadcast over heads): the
+    output in the inputs' dtype, and the one in the compute precision that backward keeps (the same tensor unless the
+    inputs are bfloat16)."""
+    real = mask.expand(*query.shape[:3]) if mask is not None else None
+    out = TritonGeometricAttention.apply(query, key, value, scale, bias, real, normalize, block)
+    return out, out.grad_fn.saved_tensors[5]
+
+
+def heads_split(x):
+    """`x` of shape (B, H, N, D) as the NDR's attention makes it: a (B, N, H, D) tensor seen through a transpose."""
+    return x.transpose(1, 2).contiguous().transpose(1, 2)
 
 
 def padding(kind, shape, n, g):
@@ -53,7 +53,9 @@ def padding(kind, shape, n, g):
     return torch.rand(shape[0], 1, n, generator=g) > 0.3  # holes anywhere
 
 
-def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=False):
+def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=False, split=False):
+    """`split`: query, key, value and bias laid out as the model's heads are (`heads_split`), the bias in the inputs'
+    dtype; the kernels read them without a copy and give each gradient its input's strides."""
     g = torch.Generator().manual_seed(n)
     d_k, d_v = 5, 3
     query, key = (torch.randn(*batch, n, d_k, generator=g, dtype=torch.float64) * 1.5 for _ in range(2))
@@ -62,14 +64,20 @@ def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=
     mask = padding(mask_kind, batch, n, g)
     weights = torch.randn(*batch, n, d_v, generator=g, dtype=torch.float64)
     query, key, value = (t.to(dtype).to(torch.float64) for t in (query, key, value))  # the inputs as `dtype` holds them
+    if with_bias and split:
+        bias = bias.to(dtype).to(torch.float64)
     tensors = [t.to(DEVICE) if t is not None else None for t in (query, key, value, bias, weights)]
     mask = mask.to(DEVICE) if mask is not None else None
     results = []
     for run in ("triton", "reference"):
-        inputs = [t.clone().to(dtype if run == "triton" and i < 3 else torch.float64).requires_grad_()
+        inputs = [t.clone().to(dtype if run == "triton" and (i < 3 or split) else torch.float64)
                   if t is not None else None for i, t in enumerate(tensors[:4])]
+        if run == "triton" and split:
+            inputs = [heads_split(t) if t is not None else None for t in inputs]
+        inputs = [t.requires_grad_() if t is not None else None for t in inputs]
         if run == "triton":
             out, accumulator = triton_attention(*inputs[:3], mask, normalize, inputs[3], 0.8, block)
+            kept, laid_out, out_strides = out.grad_fn.saved_tensors, inputs, out.stride()
         else:
             out = accumulator = geometric_attention(*inputs[:3], mask, normalize, inputs[3], 0.8)
         (out.to(dtype).double() * tensors[4]).sum().backward()
@@ -81,6 +89,11 @@ def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=
         assert error <= 1e-10, ("PyTorch path against the loops", n, error)
     tolerance = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 1e-2}[dtype]
     names = ["accumulator", "output", "query", "key", "value"] + (["direction_bias"] if with_bias else [])
+    if split:  # read where they lie (no copy kept for backward); output laid out as value, gradients as their inputs
+        given = [t for t in laid_out if t is not None]
+        assert all(t.data_ptr() == saved.data_ptr() for t, saved in zip(given, kept)), "an input was copied"
+        assert out_strides == laid_out[2].stride(), "output layout"
+        assert all(t.grad.stride() == t.stride() and t.grad.dtype == t.dtype for t in given), "gradient layout"
     for name, got, exact in zip(names, *results):
         assert got.dtype == exact.dtype and got.shape == exact.shape
         error = ((got - exact).abs().max() / exact.abs().max().clamp_min(1e-30)).item()
@@ -95,8 +108,9 @@ def check(n, normalize, mask_kind, with_bias, dtype, block, batch=(2, 2), loops=
 
 
 def check_errors():
-    q = torch.zeros(1, 4, 8, device=DEVICE)
-    for args, match in [((q, q, q.double()), "share one dtype"), ((q.half(), q.half(), q.half()), "share one dtype")]:
+    q = torch.zeros(1, 1, 4, 8, device=DEVICE)
+    for args, match in [((q, q, q.double()), "share one dtype"), ((q.half(), q.half(), q.half()), "share one dtype"),
+                        ((q[0], q[0], q[0]), "must be (B, H, N, D_k)")]:
         try:
             TritonGeometricAttention.apply(*args, 1.0, None, None, False)
         except ValueError as error:
@@ -115,12 +129,36 @@ def check_inference_then_training():
     """A first call under inference mode (evaluation) leaves nothing that a later training call with the same scale
     could not save for backward."""
     g = torch.Generator().manual_seed(3)
-    q, k, v = (torch.randn(1, 20, 8, generator=g).to(DEVICE) for _ in range(3))
+    q, k, v = (torch.randn(1, 1, 20, 8, generator=g).to(DEVICE) for _ in range(3))
     with torch.inference_mode():
         TritonGeometricAttention.apply(q, k, v, 0.3125, None, None, True)
     inputs = [t.clone().requires_grad_() for t in (q, k, v)]
     TritonGeometricAttention.apply(*inputs, 0.3125, None, None, True).sum().backward()
     assert all(t.grad is not None and t.grad.abs().sum() > 0 for t in inputs)
+
+
+def check_leading_shapes():
+    """`geometric_attention`'s Triton path on inputs of other leading shapes than (B, H, N, D), viewed as (M, 1, N, D):
+    one matrix (N, D), a batch (M, N, D) and (A, B, C, N, D), a mask broadcast over some of them, float32 direction
+    bias on float64 inputs; values and gradients as the PyTorch path's."""
+    g = torch.Generator().manual_seed(11)
+    n = 9
+    for batch, mask_shape in [((), (n,)), ((3,), (3, n)), ((2, 1, 2), (2, 1, 1, n))]:
+        tensors = [torch.randn(*batch, n, d, generator=g, dtype=torch.float64).to(DEVICE) for d in (4, 4, 3, 2)]
+        tensors[3] = tensors[3].float()
+        mask = (torch.rand(mask_shape, generator=g) > 0.3).to(DEVICE)
+        results = []
+        for run in (geometric_module._triton_attention, None):
+            inputs = [t.clone().requires_grad_() for t in tensors]
+            if run is None:
+                out = geometric_attention(*inputs[:3], mask, True, inputs[3].double(), 0.7)
+            else:
+                out = run(*inputs[:3], mask, True, inputs[3], 0.7, torch.float64)
+            (out * torch.arange(3, device=DEVICE)).sum().backward()
+            results.append([out] + [t.grad for t in inputs])
+        for got, exact in zip(*results):
+            assert got.shape == exact.shape and got.dtype == exact.dtype, (batch, got.shape, exact.shape)
+            assert (got - exact).abs().max() <= 1e-6 * exact.abs().max(), (batch, (got - exact).abs().max())
 
 
 def check_geometric_attention_on_cuda():
@@ -146,19 +184,20 @@ def check_geometric_attention_on_cuda():
 start = time.perf_counter()
 check_errors()
 check_inference_then_training()
-cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops
-    (1, True, None, True, torch.float64, 16, (2, 2), True),
-    (7, True, "suffix", True, torch.float64, 16, (3, 2), True),
-    (16, False, "holes", False, torch.float64, 16, (2, 2), False),
-    (33, True, "suffix", True, torch.float64, 16, (3, 1), False),
-    (70, False, "holes", True, torch.float64, 16, (1, 2), False),
-    (45, True, "holes", True, torch.float32, 16, (2, 1), False),
-    (38, False, "suffix", True, torch.bfloat16, 16, (2, 1), False),
-    (29, True, None, False, torch.bfloat16, 16, (1, 2), False),
+check_leading_shapes()
+cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops, heads split off as the model's
+    (1, True, None, True, torch.float64, 16, (2, 2), True, False),
+    (7, True, "suffix", True, torch.float64, 16, (3, 2), True, False),
+    (16, False, "holes", False, torch.float64, 16, (2, 2), False, False),
+    (33, True, "suffix", True, torch.float64, 16, (3, 1), False, False),
+    (70, False, "holes", True, torch.float64, 16, (1, 2), False, False),
+    (45, True, "holes", True, torch.float32, 16, (2, 3), False, True),
+    (38, False, "suffix", True, torch.bfloat16, 16, (2, 2), False, True),
+    (29, True, None, False, torch.bfloat16, 16, (1, 2), False, False),
 ]
 phases = [("interpreter-sized cases", cases)]
 if DEVICE == "cuda":  # compiled: lengths the interpreter is too slow for, at the default block, then at a larger one
-    longer = [(n, normalize, mask, True, dtype, None, (2, 3), False)
+    longer = [(n, normalize, mask, True, dtype, None, (2, 3), False, dtype == torch.bfloat16)
               for n in (130, 1000) for normalize, mask in ((True, "suffix"), (False, "holes"))
               for dtype in (torch.float64, torch.float32, torch.bfloat16)]
     larger = [(*case[:5], 32 if case[4] == torch.float64 else 64, *case[6:])  # float64 at 64: past shared memory

@@ -73,23 +73,36 @@ def geometric_attention(
             logits = geometric_logits(query.to(compute), key.to(compute), bias, scale)
             weights = geometric_attention_weights(logits, key_padding_mask, normalize)
             return (weights @ value.to(compute)).to(value.dtype)
+        if use_triton:
+            return _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale, compute)
         flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
         real = None
         if key_padding_mask is not None:
             real = key_padding_mask.expand(*batch, n).reshape(-1, n).contiguous()
         bias = flat(direction_bias) if direction_bias is not None else None
-        if use_triton:  # bfloat16 goes in as it is (the kernel computes in float32); float16 or mixed dtypes: float32
-            kept = query.dtype == key.dtype == value.dtype and value.dtype in TRITON_DTYPES
-            dtype = value.dtype if kept else compute
-            as_is = lambda x: x.to(dtype).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
-            context = TritonGeometricAttention.apply(
-                as_is(query), as_is(key), as_is(value), scale, bias, real, normalize
-            )
-        else:
-            context = FusedGeometricAttention.apply(
-                flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel
-            )
+        context = FusedGeometricAttention.apply(
+            flat(query), flat(key), flat(value), scale, bias, real, normalize, kernel
+        )
         return context.view(*batch, n, value.shape[-1]).to(value.dtype)
+
+
+def _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale, compute):
+    """`geometric_attention` through the Triton kernels, which read `(B, H, N, D)` tensors through their strides:
+    heads split off by a view and a transpose, a padding mask broadcast over heads and a bfloat16 direction bias go in
+    as they lie. Other leading shapes are viewed as `(M, 1, N, D)`. bfloat16 inputs are computed as they are (in
+    float32 inside the kernels), float16 or mixed dtypes as `compute`."""
+    *batch, n, _ = query.shape
+    kept = query.dtype == key.dtype == value.dtype and value.dtype in TRITON_DTYPES
+    dtype = value.dtype if kept else compute
+
+    def four_d(x, *tail):
+        return x if x.dim() == 3 + len(tail) else x.reshape(-1, 1, n, *tail)
+
+    real = four_d(key_padding_mask.expand(*batch, n)) if key_padding_mask is not None else None
+    bias = four_d(direction_bias, 2) if direction_bias is not None else None
+    inputs = [four_d(x.to(dtype), x.shape[-1]) for x in (query, key, value)]
+    context = TritonGeometricAttention.apply(*inputs, scale, bias, real, normalize)
+    return context.reshape(*batch, n, value.shape[-1]).to(value.dtype)
 
 
 def geometric_logits(

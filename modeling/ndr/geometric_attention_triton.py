@@ -58,6 +58,12 @@ them, so around the launch run only the zeroing of the dK and dV sums and their 
 N = 1,024 a GPU spends most of the time launching). Memory beyond the inputs: float32 (float64) buffers for the key
 and value gradients, O(N d_head) per matrix.
 
+Layout. The kernels read every `(B, H, N, D)` tensor through its batch, head and row strides (the last dimension
+contiguous), as FlashAttention's do: the NDR's heads, split off a `(B, N, H * D)` projection by a view and a transpose,
+its bfloat16 direction bias and a padding mask broadcast over heads (stride 0) go in where they lie; the output is
+laid out as the values and each gradient as its input, so that merging the heads again is a view. Copies around the
+launches would be launches too.
+
 Precision. bfloat16 inputs go into the products as they are (their products are exact in float32, on tensor cores);
 everything else is float32, and a float32 factor (the weights, dx) of a product with a bfloat16 tile enters as two
 bfloat16 terms, hi = round(a) and lo = round(a - hi), which keeps about 16 bits of it. float32 and float64 inputs use
@@ -103,17 +109,18 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         return tl.where(one, u, tl.log(w) * (u / tl.where(one, 1.0, w - 1.0)))
 
     @triton.jit
-    def _tile(X, base, start, n, width, c, w):
-        """Rows start .. start + BLOCK - 1 of an (n, width) matrix at X + base; zeros outside it."""
+    def _tile(X, start, n, stride, width, c, w):
+        """Rows start .. start + BLOCK - 1 of an (n, width) matrix at X whose rows lie `stride` elements apart; zeros
+        outside it."""
         rows = start + c
         inside = ((rows >= 0) & (rows < n))[:, None] & (w < width)[None, :]
-        return tl.load(X + base + rows[:, None] * width + w[None, :], mask=inside, other=0.0)
+        return tl.load(X + rows[:, None] * stride + w[None, :], mask=inside, other=0.0)
 
     @triton.jit
-    def _add_tile(X, base, start, n, width, c, w, value):
+    def _add_tile(X, start, n, stride, width, c, w, value):
         rows = start + c
         inside = ((rows >= 0) & (rows < n))[:, None] & (w < width)[None, :]
-        tl.atomic_add(X + base + rows[:, None] * width + w[None, :], value, mask=inside, sem="relaxed")
+        tl.atomic_add(X + rows[:, None] * stride + w[None, :], value, mask=inside, sem="relaxed")
 
     @triton.jit
     def _dot16(a, b, WIDEN: tl.constexpr):
@@ -163,25 +170,26 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         return tl.where(inside, tl.gather(x, tl.minimum(tl.maximum(e, 0), BLOCK - 1), 1), 0.0)
 
     @triton.jit
-    def _side(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias, s_near, r, kw, SIGMA: tl.constexpr,
+    def _side(q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias, s_near, r, kw, SIGMA: tl.constexpr,
               HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
               BLOCK: tl.constexpr):
         """Distance block t on side SIGMA of the query tile, in distance coordinates: log P, log(1 - P) (0 at
         non-sources) and whether each entry is a real source; and the scores of the far key tile, which is the next
         step's near one (`s_near`, this step's near tile's scores, were the last step's far ones)."""
-        s_far = _inputs_product(q, _tile(K, kbase, i0 + SIGMA * (t + 1) * BLOCK, n, d_k, r, kw), SPLIT, PRECISION,
-                                WIDEN)
+        s_far = _inputs_product(q, _tile(K, i0 + SIGMA * (t + 1) * BLOCK, n, stride_k, d_k, r, kw), SPLIT,
+                                PRECISION, WIDEN)
         x = _to_distance(s_near, s_far, r, r, SIGMA, BLOCK) * scale + bias[:, None]
         j = (i0 + r)[:, None] + SIGMA * (1 + t * BLOCK + r)[None, :]
         real = ((i0 + r) < n)[:, None] & (j >= 0) & (j < n)
         if HAS_MASK:
-            real = real & (tl.load(REAL + mbase + j, mask=real, other=0) != 0)
+            real = real & (tl.load(REAL + j * stride_m, mask=real, other=0) != 0)
         softplus = _softplus_neg_abs(x)
         log_q = tl.where(real, tl.minimum(-x, 0.0) - softplus, 0.0)
         return tl.minimum(x, 0.0) - softplus, log_q, real, s_far
 
     @triton.jit
-    def _step(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
+    def _step(q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r,
+              kw,
               RIGHT: tl.constexpr, LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
               PRECISION: tl.constexpr, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
         """Distance block t of the sides still walking (RIGHT, LEFT): A there (unnormalised), log P, log(1 - P), which
@@ -193,13 +201,13 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         right = c_right[:, None] + zeros  # cR(d)
         left_before = c_left[:, None] + zeros  # cL(d - 1)
         if RIGHT:
-            log_p_r, log_q_r, real_r, s_r = _side(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, s_r, r, kw,
-                                                  1, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+            log_p_r, log_q_r, real_r, s_r = _side(q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, s_r,
+                                                  r, kw, 1, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
             right += tl.cumsum(log_q_r, 1)
             c_right += tl.sum(log_q_r, 1)
         if LEFT:
-            log_p_l, log_q_l, real_l, s_l = _side(q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_l, s_l, r, kw,
-                                                  -1, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
+            log_p_l, log_q_l, real_l, s_l = _side(q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_l, s_l,
+                                                  r, kw, -1, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
             left_before += tl.cumsum(log_q_l, 1) - log_q_l
             c_left += tl.sum(log_q_l, 1)
         if RIGHT:
@@ -209,26 +217,29 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         return a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, real_r, real_l, c_right, c_left, s_r, s_l
 
     @triton.jit
-    def _query_tile(Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
-                    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
-        """The program's first row i0, its rows (as offsets r and indices), where its matrix starts in the (M, N,
-        d_k), (M, N, d_v) and (M, N) tensors; its rows' queries and direction biases (0 without); the scale (in the
-        compute precision: a Python float argument would be float32); the distance blocks to the right and to the
-        left up to the farthest source of any of its rows on that side."""
+    def _program(heads, tiles, BLOCK: tl.constexpr):
+        """The program's matrix m = b * heads + h (as batch row b and head h) and its first query row i0."""
         pid = tl.program_id(0)
         m = (pid // tiles).to(tl.int64)
-        i0 = (pid % tiles) * BLOCK
+        return m, m // heads, m % heads, (pid % tiles) * BLOCK
+
+    @triton.jit
+    def _query_tile(Q, stride_q, BIAS, stride_bias, SCALE, i0, n, d_k, HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr,
+                    BLOCK: tl.constexpr, BLOCK_K: tl.constexpr):
+        """The program's rows (as offsets r and indices), their queries and direction biases (0 without); the scale
+        (in the compute precision: a Python float argument would be float32); the distance blocks to the right and
+        to the left up to the farthest source of any of its rows on that side."""
         r = tl.arange(0, BLOCK)
         rows = i0 + r
-        q = _tile(Q, m * n * d_k, i0, n, d_k, r, tl.arange(0, BLOCK_K))
+        q = _tile(Q, i0, n, stride_q, d_k, r, tl.arange(0, BLOCK_K))
         bias_r = tl.zeros([BLOCK], COMPUTE)
         bias_l = tl.zeros([BLOCK], COMPUTE)
         if HAS_BIAS:
-            bias_r = tl.load(BIAS + (m * n + rows) * 2, mask=rows < n, other=0.0).to(COMPUTE)
-            bias_l = tl.load(BIAS + (m * n + rows) * 2 + 1, mask=rows < n, other=0.0).to(COMPUTE)
+            bias_r = tl.load(BIAS + rows * stride_bias, mask=rows < n, other=0.0).to(COMPUTE)
+            bias_l = tl.load(BIAS + rows * stride_bias + 1, mask=rows < n, other=0.0).to(COMPUTE)
         steps_r = tl.cdiv(n - 1 - i0, BLOCK)
         steps_l = tl.cdiv(tl.minimum(i0 + BLOCK, n) - 1, BLOCK)
-        return i0, r, rows, m * n * d_k, m * n * d_v, m * n, q, bias_r, bias_l, tl.load(SCALE), steps_r, steps_l
+        return r, rows, q, bias_r, bias_l, tl.load(SCALE), steps_r, steps_l
 
     @triton.jit
     def _walk(PART: tl.constexpr, steps_r, steps_l):
@@ -245,35 +256,45 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         return first, last
 
     @triton.jit
-    def _forward_step(q, K, V, REAL, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
-                      c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total, RIGHT: tl.constexpr, LEFT: tl.constexpr,
-                      HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
-                      BLOCK: tl.constexpr):
+    def _forward_step(q, K, stride_k, V, stride_v, REAL, stride_m, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw,
+                      vw, c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total, RIGHT: tl.constexpr,
+                      LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr,
+                      WIDEN: tl.constexpr, BLOCK: tl.constexpr):
         """Distance block t of forward: the weights' row sums, and their products with the near value tiles, which
         are complete for these rows with this step's part and the far part of the last step (which waited)."""
         a_r, a_l, _, _, _, _, _, _, c_right, c_left, s_r, s_l = _step(
-            q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
+            q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
             RIGHT, LEFT, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
         if RIGHT:
             total += tl.sum(a_r, 1)
-            v_r = _tile(V, vbase, i0 + t * BLOCK, n, d_v, r, vw)
+            v_r = _tile(V, i0 + t * BLOCK, n, stride_v, d_v, r, vw)
             acc += _product(wait_r + _to_keys(a_r, r, r, 1, BLOCK, False), v_r, SPLIT, PRECISION, WIDEN)
             wait_r = _to_keys(a_r, r, r, 1, BLOCK, True)
         if LEFT:
             total += tl.sum(a_l, 1)
-            v_l = _tile(V, vbase, i0 - t * BLOCK, n, d_v, r, vw)
+            v_l = _tile(V, i0 - t * BLOCK, n, stride_v, d_v, r, vw)
             acc += _product(wait_l + _to_keys(a_l, r, r, -1, BLOCK, False), v_l, SPLIT, PRECISION, WIDEN)
             wait_l = _to_keys(a_l, r, r, -1, BLOCK, True)
         return c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total
 
     @triton.jit
-    def _forward_kernel(Q, K, V, BIAS, REAL, OUT, RESULT, TOTALS, SCALE, n, d_k, d_v, tiles,
+    def _forward_kernel(Q, K, V, BIAS, REAL, OUT, RESULT, TOTALS, SCALE,
+                        stride_qb, stride_qh, stride_q, stride_kb, stride_kh, stride_k, stride_vb, stride_vh, stride_v,
+                        stride_biasb, stride_biash, stride_bias, stride_mb, stride_mh, stride_m,
+                        stride_ob, stride_oh, stride_o, n, d_k, d_v, heads, tiles,
                         HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, NORMALIZE: tl.constexpr, CAST: tl.constexpr,
                         SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
                         BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
-        """OUT: the output in the compute precision; RESULT, with CAST, the same in the inputs' dtype."""
-        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps_r, steps_l = _query_tile(
-            Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
+        """OUT: the output in the compute precision; RESULT, with CAST, the same in the inputs' dtype (both laid out
+        by the `stride_o*`)."""
+        m, b, h, i0 = _program(heads, tiles, BLOCK)
+        Q += b * stride_qb + h * stride_qh
+        K += b * stride_kb + h * stride_kh
+        V += b * stride_vb + h * stride_vh
+        BIAS += b * stride_biasb + h * stride_biash
+        REAL += b * stride_mb + h * stride_mh
+        r, rows, q, bias_r, bias_l, scale, steps_r, steps_l = _query_tile(
+            Q, stride_q, BIAS, stride_bias, SCALE, i0, n, d_k, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
         live = rows < n
         kw = tl.arange(0, BLOCK_K)
         vw = tl.arange(0, BLOCK_V)
@@ -283,29 +304,29 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         acc = tl.zeros([BLOCK, BLOCK_V], COMPUTE)
         wait_r = tl.zeros([BLOCK, BLOCK], COMPUTE)  # weights on the far tiles, multiplied at the next step
         wait_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
-        s_r = _inputs_product(q, _tile(K, kbase, i0, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)  # both sides' first
+        s_r = _inputs_product(q, _tile(K, i0, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)  # both sides' first
         s_l = s_r  # near tile: the query tile's own keys
         for part in tl.static_range(3):
             first, last = _walk(part, steps_r, steps_l)
             for t in range(first, last):
                 c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total = _forward_step(
-                    q, K, V, REAL, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
+                    q, K, stride_k, V, stride_v, REAL, stride_m, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
                     c_right, c_left, s_r, s_l, wait_r, wait_l, acc, total, part != 2, part != 1,
                     HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
-        acc += _product(wait_r, _tile(V, vbase, i0 + steps_r * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
-        acc += _product(wait_l, _tile(V, vbase, i0 - steps_l * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        acc += _product(wait_r, _tile(V, i0 + steps_r * BLOCK, n, stride_v, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        acc += _product(wait_l, _tile(V, i0 - steps_l * BLOCK, n, stride_v, d_v, r, vw), SPLIT, PRECISION, WIDEN)
         if NORMALIZE:
             acc = acc / tl.maximum(total, 1e-12)[:, None]  # F.normalize's floor on the L1 norm
-        where = vbase + rows[:, None] * d_v + vw[None, :]
+        where = b * stride_ob + h * stride_oh + rows[:, None] * stride_o + vw[None, :]
         inside = live[:, None] & (vw < d_v)[None, :]
         tl.store(OUT + where, acc, mask=inside)
         if CAST:
             tl.store(RESULT + where, acc, mask=inside)  # rounded to RESULT's dtype
-        tl.store(TOTALS + mbase + rows, total, mask=live)
+        tl.store(TOTALS + m * n + rows, total, mask=live)
 
     @triton.jit
-    def _backward_step(q, K, V, REAL, DK, DV, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw,
-                       vw, do, coef, row_scale, sigma_g, c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left,
+    def _backward_step(q, K, stride_k, V, stride_v, REAL, stride_m, DK, DV, i0, t, n, d_k, d_v, scale, bias_r, bias_l,
+                       r, kw, vw, do, coef, row_scale, sigma_g, c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left,
                        grad_bias_r, grad_bias_l, dq, wait_dx_r, wait_dx_l, wait_a_r, wait_a_l,
                        RIGHT: tl.constexpr, LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
                        PRECISION: tl.constexpr, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
@@ -313,7 +334,7 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         the near key tiles (complete for these rows, as in forward) to dQ, and to dK (scaled) and dV in memory. u_r,
         u_l: dO . v of the near value tiles (the last step's far ones), kept as the scores are."""
         a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, real_r, real_l, c_right, c_left, s_r, s_l = _step(
-            q, K, REAL, kbase, mbase, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
+            q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
             RIGHT, LEFT, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
         zeros = tl.zeros([BLOCK, BLOCK], c_right.dtype)
         big_g_r = zeros
@@ -321,12 +342,14 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         through_r = g_right[:, None] + zeros  # GR(<= d)
         through_l = g_left[:, None] + zeros  # GL(<= d)
         if RIGHT:
-            u_far = _inputs_product(do, _tile(V, vbase, i0 + (t + 1) * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+            u_far = _inputs_product(do, _tile(V, i0 + (t + 1) * BLOCK, n, stride_v, d_v, r, vw), SPLIT, PRECISION,
+                                    WIDEN)
             big_g_r = a_r * ((_to_distance(u_r, u_far, r, r, 1, BLOCK) - coef[:, None]) * row_scale[:, None])
             u_r = u_far
             through_r += tl.cumsum(big_g_r, 1)
         if LEFT:
-            u_far = _inputs_product(do, _tile(V, vbase, i0 - (t + 1) * BLOCK, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+            u_far = _inputs_product(do, _tile(V, i0 - (t + 1) * BLOCK, n, stride_v, d_v, r, vw), SPLIT, PRECISION,
+                                    WIDEN)
             big_g_l = a_l * ((_to_distance(u_l, u_far, r, r, -1, BLOCK) - coef[:, None]) * row_scale[:, None])
             u_l = u_far
             through_l += tl.cumsum(big_g_l, 1)
@@ -339,9 +362,10 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
             start = i0 + t * BLOCK
             tile_dx = wait_dx_r + _to_keys(dx_r, r, r, 1, BLOCK, False)
             tile_a = wait_a_r + _to_keys(a_r, r, r, 1, BLOCK, False)
-            dq += _product(tile_dx, _tile(K, kbase, start, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
-            _add_tile(DK, kbase, start, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN) * scale)
-            _add_tile(DV, vbase, start, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
+            dq += _product(tile_dx, _tile(K, start, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+            _add_tile(DK, start, n, stride_k, d_k, r, kw,
+                      _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN) * scale)
+            _add_tile(DV, start, n, stride_v, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
             wait_dx_r = _to_keys(dx_r, r, r, 1, BLOCK, True)
             wait_a_r = _to_keys(a_r, r, r, 1, BLOCK, True)
         if LEFT:
@@ -353,31 +377,47 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
             start = i0 - t * BLOCK
             tile_dx = wait_dx_l + _to_keys(dx_l, r, r, -1, BLOCK, False)
             tile_a = wait_a_l + _to_keys(a_l, r, r, -1, BLOCK, False)
-            dq += _product(tile_dx, _tile(K, kbase, start, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
-            _add_tile(DK, kbase, start, n, d_k, r, kw, _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN) * scale)
-            _add_tile(DV, vbase, start, n, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
+            dq += _product(tile_dx, _tile(K, start, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+            _add_tile(DK, start, n, stride_k, d_k, r, kw,
+                      _product(tl.trans(tile_dx), q, SPLIT, PRECISION, WIDEN) * scale)
+            _add_tile(DV, start, n, stride_v, d_v, r, vw, _product(tl.trans(tile_a), do, SPLIT, PRECISION, WIDEN))
             wait_dx_l = _to_keys(dx_l, r, r, -1, BLOCK, True)
             wait_a_l = _to_keys(a_l, r, r, -1, BLOCK, True)
         return (c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left, grad_bias_r, grad_bias_l, dq,
                 wait_dx_r, wait_dx_l, wait_a_r, wait_a_l)
 
     @triton.jit
-    def _backward_kernel(Q, K, V, DO, BIAS, REAL, OUT, TOTALS, DQ, DK, DV, DBIAS, SCALE, n, d_k, d_v, tiles,
+    def _backward_kernel(Q, K, V, DO, BIAS, REAL, OUT, TOTALS, DQ, DK, DV, DBIAS, SCALE,
+                         stride_qb, stride_qh, stride_q, stride_kb, stride_kh, stride_k, stride_vb, stride_vh, stride_v,
+                         stride_biasb, stride_biash, stride_bias, stride_mb, stride_mh, stride_m,
+                         stride_ob, stride_oh, stride_o, stride_dob, stride_doh, stride_do, n, d_k, d_v, heads, tiles,
                          HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, NORMALIZE: tl.constexpr,
                          SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr, COMPUTE: tl.constexpr,
                          BLOCK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr):
-        """OUT, TOTALS: forward's output (compute precision) and row sums. DQ (in the inputs' dtype) and DBIAS are
-        written, DK and DV (compute precision) added to."""
-        i0, r, rows, kbase, vbase, mbase, q, bias_r, bias_l, scale, steps_r, steps_l = _query_tile(
-            Q, BIAS, SCALE, n, d_k, d_v, tiles, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
+        """OUT, TOTALS: forward's output (compute precision) and row sums. DQ (in the inputs' dtype) and DBIAS (in the
+        bias's) are written, DK and DV (compute precision) added to; each gradient is laid out as its input."""
+        m, b, h, i0 = _program(heads, tiles, BLOCK)
+        Q += b * stride_qb + h * stride_qh
+        DQ += b * stride_qb + h * stride_qh
+        K += b * stride_kb + h * stride_kh
+        DK += b * stride_kb + h * stride_kh
+        V += b * stride_vb + h * stride_vh
+        DV += b * stride_vb + h * stride_vh
+        BIAS += b * stride_biasb + h * stride_biash
+        DBIAS += b * stride_biasb + h * stride_biash
+        REAL += b * stride_mb + h * stride_mh
+        OUT += b * stride_ob + h * stride_oh
+        DO += b * stride_dob + h * stride_doh
+        r, rows, q, bias_r, bias_l, scale, steps_r, steps_l = _query_tile(
+            Q, stride_q, BIAS, stride_bias, SCALE, i0, n, d_k, HAS_BIAS, COMPUTE, BLOCK, BLOCK_K)
         live = rows < n
         kw = tl.arange(0, BLOCK_K)
         vw = tl.arange(0, BLOCK_V)
-        do = _tile(DO, vbase, i0, n, d_v, r, vw)
-        row_dot = tl.sum(do.to(COMPUTE) * _tile(OUT, vbase, i0, n, d_v, r, vw), 1)  # dO_i . out_i
+        do = _tile(DO, i0, n, stride_do, d_v, r, vw)
+        row_dot = tl.sum(do.to(COMPUTE) * _tile(OUT, i0, n, stride_o, d_v, r, vw), 1)  # dO_i . out_i
         # c_i and s_i of g[i, j] = s_i (dO_i . v_j - c_i), and sigma_g = sum_j G[i, j]
         if NORMALIZE:  # out = A V / T: g = (dO . v_j - dO . out_i) / T, and sum_j G[i, j] = 0 where T > eps
-            totals = tl.load(TOTALS + mbase + rows, mask=live, other=0.0)
+            totals = tl.load(TOTALS + m * n + rows, mask=live, other=0.0)
             alive = totals > 1e-12
             coef = tl.where(alive, row_dot, 0.0)
             row_scale = 1.0 / tl.maximum(totals, 1e-12)
@@ -397,31 +437,33 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         wait_dx_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
         wait_a_r = tl.zeros([BLOCK, BLOCK], COMPUTE)
         wait_a_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
-        s_r = _inputs_product(q, _tile(K, kbase, i0, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        s_r = _inputs_product(q, _tile(K, i0, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
         s_l = s_r
-        u_r = _inputs_product(do, _tile(V, vbase, i0, n, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        u_r = _inputs_product(do, _tile(V, i0, n, stride_v, d_v, r, vw), SPLIT, PRECISION, WIDEN)
         u_l = u_r
         for part in tl.static_range(3):
             first, last = _walk(part, steps_r, steps_l)
             for t in range(first, last):
                 (c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left, grad_bias_r, grad_bias_l, dq,
                  wait_dx_r, wait_dx_l, wait_a_r, wait_a_l) = _backward_step(
-                    q, K, V, REAL, DK, DV, kbase, vbase, mbase, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r, kw, vw,
-                    do, coef, row_scale, sigma_g, c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left,
+                    q, K, stride_k, V, stride_v, REAL, stride_m, DK, DV, i0, t, n, d_k, d_v, scale, bias_r, bias_l, r,
+                    kw, vw, do, coef, row_scale, sigma_g, c_right, c_left, s_r, s_l, u_r, u_l, g_right, g_left,
                     grad_bias_r, grad_bias_l, dq, wait_dx_r, wait_dx_l, wait_a_r, wait_a_l, part != 2, part != 1,
                     HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
         start_r = i0 + steps_r * BLOCK
         start_l = i0 - steps_l * BLOCK
-        dq += _product(wait_dx_r, _tile(K, kbase, start_r, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
-        dq += _product(wait_dx_l, _tile(K, kbase, start_l, n, d_k, r, kw), SPLIT, PRECISION, WIDEN)
-        _add_tile(DK, kbase, start_r, n, d_k, r, kw, _product(tl.trans(wait_dx_r), q, SPLIT, PRECISION, WIDEN) * scale)
-        _add_tile(DK, kbase, start_l, n, d_k, r, kw, _product(tl.trans(wait_dx_l), q, SPLIT, PRECISION, WIDEN) * scale)
-        _add_tile(DV, vbase, start_r, n, d_v, r, vw, _product(tl.trans(wait_a_r), do, SPLIT, PRECISION, WIDEN))
-        _add_tile(DV, vbase, start_l, n, d_v, r, vw, _product(tl.trans(wait_a_l), do, SPLIT, PRECISION, WIDEN))
-        tl.store(DQ + kbase + rows[:, None] * d_k + kw[None, :], dq * scale, mask=live[:, None] & (kw < d_k)[None, :])
-        if HAS_BIAS:
-            tl.store(DBIAS + (mbase + rows) * 2, grad_bias_r, mask=live)
-            tl.store(DBIAS + (mbase + rows) * 2 + 1, grad_bias_l, mask=live)
+        dq += _product(wait_dx_r, _tile(K, start_r, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        dq += _product(wait_dx_l, _tile(K, start_l, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        _add_tile(DK, start_r, n, stride_k, d_k, r, kw,
+                  _product(tl.trans(wait_dx_r), q, SPLIT, PRECISION, WIDEN) * scale)
+        _add_tile(DK, start_l, n, stride_k, d_k, r, kw,
+                  _product(tl.trans(wait_dx_l), q, SPLIT, PRECISION, WIDEN) * scale)
+        _add_tile(DV, start_r, n, stride_v, d_v, r, vw, _product(tl.trans(wait_a_r), do, SPLIT, PRECISION, WIDEN))
+        _add_tile(DV, start_l, n, stride_v, d_v, r, vw, _product(tl.trans(wait_a_l), do, SPLIT, PRECISION, WIDEN))
+        tl.store(DQ + rows[:, None] * stride_q + kw[None, :], dq * scale, mask=live[:, None] & (kw < d_k)[None, :])
+        if HAS_BIAS:  # rounded to the bias's dtype
+            tl.store(DBIAS + rows * stride_bias, grad_bias_r, mask=live)
+            tl.store(DBIAS + rows * stride_bias + 1, grad_bias_l, mask=live)
 
     # Triton's interpreter (3.9) multiplies bfloat16 tiles as their raw bits: there they are widened first (WIDEN)
     _INTERPRETED = type(_forward_kernel).__name__ == "InterpretedFunction"
@@ -440,74 +482,95 @@ def _feature_block(d: int) -> int:
 
 
 class TritonGeometricAttention(torch.autograd.Function):
-    """A @ value on flattened `(M, N, D)` inputs of one dtype (bfloat16, float32 or float64; bias `(M, N, 2)` or None,
-    real `(M, N)` bool or None), in that dtype; computed in float32 (float64 for float64 inputs), as the gradients
-    are. `block`: rows per program, distances per step (a power of two, at least 16; the default suits a GPU, the
-    tests use smaller ones).
+    """A @ value on `(B, H, N, D)` inputs of one dtype (bfloat16, float32 or float64), in that dtype; bias
+    `(B, H, N, 2)` of any floating dtype or None, real `(B, H, N)` bool or None (a mask broadcast over heads, stride
+    0, is read as it lies). Computed in float32 (float64 for float64 inputs), as the gradients are. `block`: rows per
+    program, distances per step (a power of two, at least 16; the default suits a GPU, the tests use smaller ones).
 
-    Each pass is one kernel launch and little else (on a GPU below N = 1,024 the launches are most of the time):
-    forward writes the output in the compute precision, which backward keeps for dO . out, and, for bfloat16 inputs,
-    rounded to bfloat16; backward makes c, s and Σ per row itself and scales dK as it adds to it, so around it run
-    only the zeroing of the dK and dV sums and their rounding to the inputs' dtype."""
+    The kernels read every tensor through its strides (the last dimension contiguous), so heads split off a
+    `(B, N, H * D)` projection by a view and a transpose go in without a copy; the output is laid out as `value`
+    and each gradient as its input (the transpose back to `(B, N, H, D)` is then a view too), and the bias's
+    gradient is written in the bias's dtype. Each pass is one kernel launch and little else (on a GPU below
+    N = 1,024 the launches are most of the time): forward writes the output in the compute precision, which
+    backward keeps for dO . out, and, for bfloat16 inputs, rounded to bfloat16; backward makes c, s and Σ per row
+    itself and scales dK as it adds to it, so around it run only the zeroing of the dK and dV sums and their
+    rounding to the inputs' dtype."""
 
     @staticmethod
     def forward(ctx, query, key, value, scale, bias, real, normalize, block=None):
         if not (query.dtype == key.dtype == value.dtype) or query.dtype not in DTYPES:
             raise ValueError(f"query, key and value must share one dtype of {', '.join(map(str, DTYPES))}; got "
                              f"{query.dtype}, {key.dtype}, {value.dtype}")
-        if query.dim() != 3 or key.shape != query.shape or value.dim() != 3 or value.shape[:2] != query.shape[:2]:
-            raise ValueError(f"query and key must be (M, N, D_k) and value (M, N, D); got {tuple(query.shape)}, "
-                             f"{tuple(key.shape)}, {tuple(value.shape)}")
-        m, n, d_k = query.shape
-        if bias is not None and tuple(bias.shape) != (m, n, 2):
-            raise ValueError(f"bias must have shape {(m, n, 2)}, got {tuple(bias.shape)}")
-        if real is not None and (real.dtype != torch.bool or tuple(real.shape) != (m, n)):
-            raise ValueError(f"real must be bool of shape {(m, n)}, got {real.dtype} {tuple(real.shape)}")
+        if query.dim() != 4 or key.shape != query.shape or value.dim() != 4 or value.shape[:3] != query.shape[:3]:
+            raise ValueError(f"query and key must be (B, H, N, D_k) and value (B, H, N, D); got "
+                             f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+        batch, heads, n, d_k = query.shape
+        if bias is not None and (tuple(bias.shape) != (batch, heads, n, 2) or not bias.is_floating_point()):
+            raise ValueError(f"bias must be floating point of shape {(batch, heads, n, 2)}, got {bias.dtype} "
+                             f"{tuple(bias.shape)}")
+        if real is not None and (real.dtype != torch.bool or tuple(real.shape) != (batch, heads, n)):
+            raise ValueError(f"real must be bool of shape {(batch, heads, n)}, got {real.dtype} {tuple(real.shape)}")
         d_v = value.shape[-1]
         compute = torch.float64 if query.dtype == torch.float64 else torch.float32
         block = _block(block)
-        query, key, value = query.contiguous(), key.contiguous(), value.contiguous()
-        bias_dtype = bias.dtype if bias is not None else None
-        bias = bias.to(compute).contiguous() if bias is not None else None
-        real = real.contiguous() if real is not None else None
+        query, key, value = _dense(query), _dense(key), _dense(value)
+        bias = _dense(bias) if bias is not None else None
+        real = real if real is None or real.stride(-1) == 1 or n == 1 else real.contiguous()
         scale_ = _scalar(float(scale), compute, query.device)
-        out = query.new_empty(m, n, d_v, dtype=compute)
-        result = out if query.dtype == compute else query.new_empty(m, n, d_v)
-        totals = query.new_empty(m, n, dtype=compute)
+        out = torch.empty_like(value, dtype=compute)
+        result = out if query.dtype == compute else torch.empty_like(value)
+        totals = query.new_empty(batch * heads, n, dtype=compute)
         tiles = triton.cdiv(n, block)
-        if n > 0 and m > 0:
-            _forward_kernel[(m * tiles,)](
+        if n > 0 and batch * heads > 0:
+            _forward_kernel[(batch * heads * tiles,)](
                 query, key, value, bias if bias is not None else out, real if real is not None else out, out, result,
-                totals, scale_, n, d_k, d_v, tiles, NORMALIZE=normalize, CAST=result is not out,
-                **_options(query.dtype, bias, real, block, d_k, d_v),
+                totals, scale_, *_strides(query, key, value, bias, real, out), n, d_k, d_v, heads, tiles,
+                NORMALIZE=normalize, CAST=result is not out, **_options(query.dtype, bias, real, block, d_k, d_v),
             )
         ctx.save_for_backward(query, key, value, bias, real, out, totals, scale_)
-        ctx.normalize, ctx.block, ctx.bias_dtype = normalize, block, bias_dtype
+        ctx.normalize, ctx.block = normalize, block
         return result
 
     @staticmethod
     def backward(ctx, grad_result):
         query, key, value, bias, real, out, totals, scale_ = ctx.saved_tensors
-        m, n, d_k = query.shape
+        batch, heads, n, d_k = query.shape
         d_v = value.shape[-1]
-        grad_result = grad_result.to(query.dtype).contiguous()
+        grad_result = grad_result.to(query.dtype)
+        grad_result = grad_result if grad_result.stride(-1) == 1 else grad_result.contiguous()
         grad_query = torch.empty_like(query)
-        grad_key = query.new_zeros(m, n, d_k, dtype=out.dtype)  # sums of atomic additions, in the compute precision
-        grad_value = torch.zeros_like(out)
+        grad_key = torch.zeros_like(key, dtype=out.dtype)  # sums of atomic additions, in the compute precision
+        grad_value = torch.zeros_like(value, dtype=out.dtype)
         grad_bias = torch.empty_like(bias) if bias is not None else None
         tiles = triton.cdiv(n, ctx.block)
-        if n > 0 and m > 0:
-            _backward_kernel[(m * tiles,)](
+        if n > 0 and batch * heads > 0:
+            _backward_kernel[(batch * heads * tiles,)](
                 query, key, value, grad_result, bias if bias is not None else out, real if real is not None else out,
                 out, totals, grad_query, grad_key, grad_value, grad_bias if grad_bias is not None else out, scale_,
-                n, d_k, d_v, tiles, NORMALIZE=ctx.normalize, **_options(query.dtype, bias, real, ctx.block, d_k, d_v),
+                *_strides(query, key, value, bias, real, out, grad_result), n, d_k, d_v, heads, tiles,
+                NORMALIZE=ctx.normalize, **_options(query.dtype, bias, real, ctx.block, d_k, d_v),
             )
         else:
             grad_query.zero_()
             if grad_bias is not None:
                 grad_bias.zero_()
-        grad_bias = grad_bias.to(ctx.bias_dtype) if grad_bias is not None else None
         return grad_query, grad_key.to(key.dtype), grad_value.to(value.dtype), None, grad_bias, None, None, None
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """`x` as it lies when its last dimension is contiguous and no two of its elements share memory (then
+    `empty_like` gives its gradient the same strides, which the kernels assume), else a contiguous copy."""
+    expected = 1
+    for size, stride in sorted((p for p in zip(x.shape, x.stride()) if p[0] != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return x.contiguous()
+        expected *= size
+    return x if x.shape[-1] == 1 or x.stride(-1) == 1 else x.contiguous()
+
+
+def _strides(*tensors) -> list[int]:
+    """Batch, head and row strides of each `(B, H, N, ...)` tensor, zeros for a missing one."""
+    return [stride for x in tensors for stride in (x.stride()[:3] if x is not None else (0, 0, 0))]
 
 
 def _scalar(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
