@@ -51,6 +51,7 @@ from transformers import (
     Qwen3NextConfig,
     SmolLM3Config,
 )
+from transformers.utils import logging as hf_logging
 
 from lengthgen.modeling import CausalLMWithRecurrence, GPT2WithRecurrence, GPT2WithRecurrenceConfig, flops_per_token
 from lengthgen.modeling.recurrence.flops import non_embedding_parameters
@@ -425,6 +426,26 @@ def test_window_checkpointing_gives_the_same_gradients(family, enable):
     assert grads.keys() == plain.keys() and any(n.startswith("recurrence.ffn") for n in grads)
     for name, grad in grads.items():
         torch.testing.assert_close(grad, plain[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:`gradient_checkpointing_enable` is deprecated:FutureWarning")
+def test_generate_in_training_mode_with_window_checkpointing_says_it_runs_without_the_cache(caplog):
+    """generate's cache is off under window checkpointing in training mode (a checkpointed window keeps none): the
+    outputs are the cached ones of eval mode (no dropout in these configs), and one warning says why it is slow and
+    what to do; in eval mode nothing is said."""
+    model, _ = models("llama")
+    x = tokens(6)
+    model.gradient_checkpointing_enable()
+    model.train()
+    hf_logging.warning_once.cache_clear()  # said once per process: not already said by another test
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        trained = model.generate(x, max_new_tokens=12, do_sample=False, pad_token_id=0)
+        model.eval()
+        evaluated = model.generate(x, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    warned = [r.getMessage() for r in caplog.records if "use_cache=True is incompatible" in r.getMessage()]
+    assert len(warned) == 1 and "model.eval()" in warned[0]
+    assert torch.equal(trained, evaluated)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -16,7 +16,9 @@ from torch.nn import functional as F
 from transformers import initialization as init
 from transformers.cache_utils import Cache
 from transformers.generation import GenerationMode
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, logging
+
+logger = logging.get_logger(__name__)
 
 POOLINGS = ("layer_weighted", "last_layer")
 
@@ -289,7 +291,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         use_cache (`bool`, *optional*, defaults to False; `generate` turns it on): keep the key-value cache of the
             unfinished window in the returned `recurrent_state`, so that the next call runs only its new tokens
             through the model instead of the whole unfinished window again. A window that fills up still runs whole
-            once, for its summary h_prev. Off with window gradient checkpointing in training.
+            once, for its summary h_prev. Off, with a warning, under window gradient checkpointing in training mode.
 
         With gradient checkpointing on in training (§3.2), each window is recomputed in the backward pass and only its
         inputs, h_prev and its loss are kept, so memory does not grow with the number of windows beyond those. In
@@ -330,7 +332,11 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         window_index, h_prev, layer_states = state.window_index, state.h_prev, state.layer_states
         carries = self.config.use_recurrence or getattr(self.config, "carry_layer_states", False)
         checkpointing = self.gradient_checkpointing and self.training
-        use_cache = bool(use_cache) and not checkpointing  # a checkpointed window is run again in backward
+        if use_cache and checkpointing:  # a checkpointed window is run again in backward: it keeps no cache
+            logger.warning_once("use_cache=True is incompatible with window gradient checkpointing in training mode: "
+                                "running without the cache, each new token through its whole unfinished window "
+                                "(call model.eval() before generate).")
+        use_cache = bool(use_cache) and not checkpointing
         # training on labels needs the loss only: each window's logits are freed once its loss is taken
         keep_logits = not checkpointing and not (self.training and labels is not None)
         # Without window checkpointing every window's activations are kept until backward anyway, so the embedding
