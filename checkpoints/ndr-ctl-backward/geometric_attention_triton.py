@@ -189,8 +189,7 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
 
     @triton.jit
     def _step(q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r,
-              kw,
-              RIGHT: tl.constexpr, LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
+              kw, RIGHT: tl.constexpr, LEFT: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
               PRECISION: tl.constexpr, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
         """Distance block t of the sides still walking (RIGHT, LEFT): A there (unnormalised), log P, log(1 - P), which
         entries are sources, the running sums cR, cL carried past the block and the far tiles' scores. A side that
