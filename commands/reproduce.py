@@ -116,15 +116,36 @@ def parse_args(argv):
     return args
 
 
+def presets_table() -> str:
+    """Every preset with its reference, the paper's accuracy and the target (or "baseline": a run the paper compares
+    with, which has none), then the studies."""
+
+    def accuracies(split, row):  # "test 1.00", or "validation 13: 0.92, 14: 0.81" per difficulty
+        if list(row) == ["all"]:
+            return f"{split} {row['all']:.2f}"
+        return f"{split} " + ", ".join(f"{key}: {value:.2f}" for key, value in row.items())
+
+    rows = [("preset", "reference", "paper's accuracy", "target")]
+    for name, run in PRESETS.items():
+        paper = "; ".join(accuracies(split, row) for split, row in run.paper.items()) or "(plotted only)"
+        target = "baseline"
+        if run.target:
+            split, difficulty, goal = run.target
+            target = f"{split}{'' if difficulty == 'all' else ' ' + difficulty} >= {goal:.2f}"
+        rows.append((name, run.reference, paper, target))
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
+    lines += [f"{name:<{widths[0]}}  a study of {len(study['models'])} models x {study['seeds']} seeds: "
+              f"{study['reference']}" for name, study in STUDIES.items()]
+    return "\n".join(lines)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.list:
-        for name, run in PRESETS.items():
-            print(f"{name:<40} {run.reference:<20} paper {json.dumps(run.paper)}")
-        for name, study in STUDIES.items():
-            print(f"{name:<40} a study of {len(study['models'])} models x {study['seeds']} seeds: {study['reference']}")
+        print(presets_table())
     if args.table:
         if not os.path.isdir(args.results_dir):
             raise UsageError(f"--results_dir: no such directory: {args.results_dir} (run from the repository root, or "

@@ -15,6 +15,7 @@ from lengthgen.cli import UsageError
 from lengthgen.commands import reproduce as command
 from lengthgen.presets import load_yaml
 from lengthgen.reproduction import reproduce
+from lengthgen.reproduction.study import STUDIES
 from lengthgen.training import ExperimentResult
 from lengthgen.training.pieces import unpack_checkpoint
 
@@ -221,6 +222,19 @@ def test_output_root_is_checked_only_when_a_preset_runs(tmp_path, monkeypatch):
     assert command.parse_args(["--list"]).list and command.parse_args(["ndr-ctl-backward", "--print_spec"]).print_spec
     with pytest.raises(UsageError, match=r"--output_root: outputs/reproduce: .*outputs is a file, not a folder"):
         command.parse_args(["ndr-ctl-backward"])
+
+
+def test_list_shows_each_presets_paper_figure_and_target(capsys):
+    """`--list`: one row per preset, in columns, with the paper's accuracy and the target the preset must reach (a
+    baseline has none), then the studies."""
+    command.main(["--list"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert set(reproduce.PRESETS) | set(STUDIES) == set(rows) and len(lines) == 1 + len(rows)
+    assert rows["ndr-ctl-backward"].split()[1:] == ["thesis", "Table", "5.1", "test", "1.00", "test", ">=", "0.95"]
+    assert rows["ibert-nsp-add"].endswith("validation 13: 0.92, 14: 0.81, 15: 0.66, 16: 0.36  validation 13 >= 0.90")
+    assert rows["bert-nsp-add"].split()[-4:] == ["validation", "13:", "0.00", "baseline"]
+    assert len({line.index("thesis") for line in lines if "thesis Table" in line}) == 1  # one column
 
 
 def test_print_spec_is_the_spec_train_runs(capsys):

@@ -196,6 +196,23 @@ def test_thesis_size_ndr_checkpoint_packs_into_at_most_8_files_of_16_mib(config,
     shutil.rmtree(output_dir)
 
 
+def test_a_run_prints_its_final_scores_per_split_and_difficulty(tmp_path, capsys):
+    """The final evaluation of every split reaches the terminal (the Trainer's progress bar is closed by then and
+    prints none of it): one line per split, over all examples and per difficulty, as the results file holds them, and
+    where that file is."""
+    out = tmp_path / "run"
+    train(out, max_steps=2, extra=["--do_eval", "true"])
+    printed = capsys.readouterr().out.splitlines()
+    scores = json.loads((out / "lengthgen_results.json").read_text())["scores"]
+    assert set(scores) == {"validation_iid", "validation", "test"}
+    for split, row in scores.items():
+        line = next(line for line in printed if line.split()[:1] == [split])
+        assert f"all {row['all']['accuracy']:.3f}" in line
+        difficulties = [key for key in row if key != "all"]
+        assert difficulties and all(f"{key} {row[key]['accuracy']:.3f}" in line for key in difficulties)
+    assert printed[-1] == f"(all scores: {out / 'lengthgen_results.json'})"
+
+
 def test_a_finished_run_given_again_is_not_trained_further(tmp_path):
     """The same command twice: the second finds the run's checkpoint at max_steps and loads it (transformers' Trainer
     resumed there would train one step more: at a constant rate, new weights). Same step count, weights, metrics."""

@@ -54,6 +54,18 @@ class ExperimentResult:
         return {split: {key: entry[metric] for key, entry in table.items() if metric in entry}
                 for split, table in self.scores.items()}
 
+    def summary(self, metric: str = "accuracy") -> str:
+        """The scores as a few lines for a terminal: per split, the score over all its examples, then per
+        difficulty."""
+        table = self.table(metric)
+        width = max((len(split) for split in table), default=0)
+        lines = [f"{metric} per split: over all examples | per difficulty"]
+        for split, row in table.items():
+            parts = [f"{key} {value:.3f}" for key, value in row.items() if key != "all"]
+            overall = f"all {row['all']:.3f}" if "all" in row else ""
+            lines.append(f"  {split:<{width}}  {overall}" + (" | " + "  ".join(parts) if parts else ""))
+        return "\n".join(lines)
+
     @property
     def dataset(self) -> dict:
         """The dataset the model was evaluated on: {"name", "config", "params"}."""

@@ -540,6 +540,7 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         evaluation_seconds=round(time.perf_counter() - start, 1),
         parameters=sum(p.numel() for p in model.parameters()), hardware=hardware(),
     )
+    path = None
     if save and training_args.should_save:
         if (
             not training_args.do_train
@@ -550,10 +551,12 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
             # model with these numbers, which `lengthgen release` can publish
             trainer.save_model()
             result.trained_by = trained_by(model_args.model_name_or_path)
-        result.save(training_args.output_dir)
+        path = result.save(training_args.output_dir)
         write_model_card(trainer, result)
         if training_args.push_to_hub:
             upload_output_dir(trainer.hub_model_id, training_args.output_dir)
+    if not quiet and scores and trainer.is_world_process_zero():  # the Trainer's own log ends with training
+        print(result.summary() + (f"\n(all scores: {path})" if path else ""))
     return result
 
 
