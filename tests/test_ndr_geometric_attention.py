@@ -302,7 +302,7 @@ def test_triton_path_reads_the_models_heads_without_copies(monkeypatch):
     monkeypatch.setattr(triton_module, "_forward_kernel", Launch())
     monkeypatch.setattr(triton_module, "_backward_kernel", Launch())
     free = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "view", "_unsafe_view",
-            "expand", "transpose", "permute", "detach", "full"}  # no work on a GPU; `full`: the scale, made once
+            "expand", "transpose", "permute", "detach"}  # no work on a GPU
 
     class Operations(TorchDispatchMode):
         def __init__(self):
@@ -319,8 +319,8 @@ def test_triton_path_reads_the_models_heads_without_copies(monkeypatch):
     query, key, value = (x.view(batch, n, heads, d).transpose(1, 2).requires_grad_() for x in projections)
     bias = torch.randn(batch, n, heads, 2).to(torch.bfloat16).permute(0, 2, 1, 3).requires_grad_()
     mask = (torch.arange(n)[None] < torch.tensor([n, n - 7])[:, None])[:, None, :]
-    context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)
-    grad = torch.randn(batch, n, heads * d).to(torch.bfloat16)
+    context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)  # the scale
+    grad = torch.randn(batch, n, heads * d).to(torch.bfloat16)  # tensor is made once, in this first call
     with Operations() as forward:
         context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)
         merged = context.transpose(1, 2).reshape(batch, n, heads * d)

@@ -161,6 +161,35 @@ def check_leading_shapes():
             assert (got - exact).abs().max() <= 1e-6 * exact.abs().max(), (batch, (got - exact).abs().max())
 
 
+def check_other_layouts():
+    """Each tensor laid out its own way: queries split off as the model's heads, keys with heads before batch,
+    values contiguous, a float32 bias on float64 inputs with batch innermost of its leading dimensions, a mask of
+    its own per head read every other element of a wider one (last stride 2) and a gradient of the output seen
+    through a transpose; values and gradients as the PyTorch path's, each gradient laid out as its input."""
+    g = torch.Generator().manual_seed(21)
+    batch, heads, n, d = 2, 3, 21, 4
+    tensors = [torch.randn(batch, heads, n, d, generator=g, dtype=torch.float64).to(DEVICE) for _ in range(3)]
+    tensors.append(torch.randn(batch, heads, n, 2, generator=g).to(DEVICE))
+    mask = (torch.rand(batch, heads, 2 * n, generator=g) > 0.3).to(DEVICE)[..., ::2]  # one per head
+    weights = torch.randn(batch, n, heads, d, generator=g, dtype=torch.float64).to(DEVICE).transpose(1, 2)
+    layouts = [heads_split, lambda x: x.transpose(0, 1).contiguous().transpose(0, 1), lambda x: x,
+               lambda x: x.permute(1, 2, 0, 3).contiguous().permute(2, 0, 1, 3)]
+    results = []
+    for run in ("triton", "reference"):
+        inputs = [(layout(t) if run == "triton" else t.double()).requires_grad_()
+                  for layout, t in zip(layouts, tensors)]
+        if run == "triton":
+            out, _ = triton_attention(*inputs[:3], mask, True, inputs[3], 0.6)
+        else:
+            out = geometric_attention(*inputs[:3], mask, True, inputs[3], 0.6)
+        out.backward(weights)
+        results.append([out] + [t.grad for t in inputs])
+        if run == "triton":
+            assert all(t.grad.stride() == t.stride() for t in inputs), "gradient layout"
+    for got, exact in zip(*results):
+        assert (got.double() - exact).abs().max() <= 1e-6 * exact.abs().max(), (got - exact).abs().max()
+
+
 def check_geometric_attention_on_cuda():
     """geometric_attention itself takes the kernel on CUDA (with the default block)."""
     geometric_module.triton_available = uses_triton
@@ -185,6 +214,7 @@ start = time.perf_counter()
 check_errors()
 check_inference_then_training()
 check_leading_shapes()
+check_other_layouts()
 cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops, heads split off as the model's
     (1, True, None, True, torch.float64, 16, (2, 2), True, False),
     (7, True, "suffix", True, torch.float64, 16, (3, 2), True, False),

@@ -62,8 +62,8 @@ class ExperimentResult:
         lines = [f"{metric} per split: over all examples | per difficulty"]
         for split, row in table.items():
             parts = [f"{key} {value:.3f}" for key, value in row.items() if key != "all"]
-            overall = f"all {row['all']:.3f}" if "all" in row else ""
-            lines.append(f"  {split:<{width}}  {overall}" + (" | " + "  ".join(parts) if parts else ""))
+            overall = [f"all {row['all']:.3f}"] if "all" in row else []
+            lines.append(f"  {split:<{width}}  " + " | ".join(overall + (["  ".join(parts)] if parts else [])))
         return "\n".join(lines)
 
     @property

@@ -58,11 +58,12 @@ them, so around the launch run only the zeroing of the dK and dV sums and their 
 N = 1,024 a GPU spends most of the time launching). Memory beyond the inputs: float32 (float64) buffers for the key
 and value gradients, O(N d_head) per matrix.
 
-Layout. The kernels read every `(B, H, N, D)` tensor through its batch, head and row strides (the last dimension
-contiguous), as FlashAttention's do: the NDR's heads, split off a `(B, N, H * D)` projection by a view and a transpose,
-its bfloat16 direction bias and a padding mask broadcast over heads (stride 0) go in where they lie; the output is
-laid out as the values and each gradient as its input, so that merging the heads again is a view. Copies around the
-launches would be launches too.
+Layout. The kernels read every `(B, H, N, D)` tensor through its batch, head and row strides, as FlashAttention's
+do: the NDR's heads, split off a `(B, N, H * D)` projection by a view and a transpose, its bfloat16 direction bias and
+a padding mask broadcast over heads (stride 0) go in where they lie; the output is laid out as the values and each
+gradient as its input, so that merging the heads again is a view. Copies around the launches would be launches too.
+Queries, keys, values and bias must fill their memory without gaps (their gradients take their strides), in any
+order of the dimensions with the last one contiguous; others are copied first (slices of a fused projection, say).
 
 Precision. bfloat16 inputs go into the products as they are (their products are exact in float32, on tensor cores);
 everything else is float32, and a float32 factor (the weights, dx) of a product with a bfloat16 tile enters as two
@@ -486,14 +487,14 @@ class TritonGeometricAttention(torch.autograd.Function):
     0, is read as it lies). Computed in float32 (float64 for float64 inputs), as the gradients are. `block`: rows per
     program, distances per step (a power of two, at least 16; the default suits a GPU, the tests use smaller ones).
 
-    The kernels read every tensor through its strides (the last dimension contiguous), so heads split off a
-    `(B, N, H * D)` projection by a view and a transpose go in without a copy; the output is laid out as `value`
-    and each gradient as its input (the transpose back to `(B, N, H, D)` is then a view too), and the bias's
-    gradient is written in the bias's dtype. Each pass is one kernel launch and little else (on a GPU below
-    N = 1,024 the launches are most of the time): forward writes the output in the compute precision, which
-    backward keeps for dO . out, and, for bfloat16 inputs, rounded to bfloat16; backward makes c, s and Σ per row
-    itself and scales dK as it adds to it, so around it run only the zeroing of the dK and dV sums and their
-    rounding to the inputs' dtype."""
+    The kernels read every tensor through its strides, so heads split off a `(B, N, H * D)` projection by a view and
+    a transpose go in without a copy (a layout with gaps, or whose last dimension is not contiguous, is copied
+    first: the gradients take the inputs' strides); the output is laid out as `value` and each gradient as its input
+    (the transpose back to `(B, N, H, D)` is then a view too), and the bias's gradient is written in the bias's
+    dtype. Each pass is one kernel launch and little else (on a GPU below N = 1,024 the launches are most of the
+    time): forward writes the output in the compute precision, which backward keeps for dO . out, and, for bfloat16
+    inputs, rounded to bfloat16; backward makes c, s and Σ per row itself and scales dK as it adds to it, so around
+    it run only the zeroing of the dK and dV sums and their rounding to the inputs' dtype."""
 
     @staticmethod
     def forward(ctx, query, key, value, scale, bias, real, normalize, block=None):
@@ -514,7 +515,7 @@ class TritonGeometricAttention(torch.autograd.Function):
         block = _block(block)
         query, key, value = _dense(query), _dense(key), _dense(value)
         bias = _dense(bias) if bias is not None else None
-        real = real if real is None or real.stride(-1) == 1 or n == 1 else real.contiguous()
+        real = _rows_addressable(real) if real is not None else None  # read through its strides, any of them
         scale_ = _scalar(float(scale), compute, query.device)
         out = torch.empty_like(value, dtype=compute)
         result = out if query.dtype == compute else torch.empty_like(value)
@@ -536,7 +537,9 @@ class TritonGeometricAttention(torch.autograd.Function):
         batch, heads, n, d_k = query.shape
         d_v = value.shape[-1]
         grad_result = grad_result.to(query.dtype)
-        grad_result = grad_result if grad_result.stride(-1) == 1 else grad_result.contiguous()
+        if grad_result.stride(-1) != 1:
+            grad_result = grad_result.contiguous()
+        grad_result = _rows_addressable(grad_result)
         grad_query = torch.empty_like(query)
         grad_key = torch.zeros_like(key, dtype=out.dtype)  # sums of atomic additions, in the compute precision
         grad_value = torch.zeros_like(value, dtype=out.dtype)
@@ -557,14 +560,23 @@ class TritonGeometricAttention(torch.autograd.Function):
 
 
 def _dense(x: torch.Tensor) -> torch.Tensor:
-    """`x` as it lies when its last dimension is contiguous and no two of its elements share memory (then
-    `empty_like` gives its gradient the same strides, which the kernels assume), else a contiguous copy."""
+    """`x` as it lies when its last dimension is contiguous and its elements fill its memory without gaps or overlaps,
+    in any order of the other dimensions (then `empty_like` gives its gradient the same strides, which the kernels
+    assume), else a contiguous copy."""
     expected = 1
     for size, stride in sorted((p for p in zip(x.shape, x.stride()) if p[0] != 1), key=lambda p: p[1]):
         if stride != expected:
-            return x.contiguous()
+            return _rows_addressable(x.contiguous())
         expected *= size
-    return x if x.shape[-1] == 1 or x.stride(-1) == 1 else x.contiguous()
+    return _rows_addressable(x if x.shape[-1] == 1 or x.stride(-1) == 1 else x.contiguous())
+
+
+def _rows_addressable(x: torch.Tensor) -> torch.Tensor:
+    """`x` where the kernels' 32-bit row offsets (row index x row stride, within one batch row and head) reach every
+    row, else a contiguous copy, whose row stride is the feature width."""
+    if x.shape[2] > 1 and x.stride(2) * (x.shape[2] - 1) >= 2**31:
+        return x.contiguous()
+    return x
 
 
 def _strides(*tensors) -> list[int]:
