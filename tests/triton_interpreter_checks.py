@@ -190,6 +190,45 @@ def check_other_layouts():
         assert (got.double() - exact).abs().max() <= 1e-6 * exact.abs().max(), (got - exact).abs().max()
 
 
+def check_ndr_model():
+    """The NDR itself through the kernels, as its attention hands them its tensors (heads split off by a view, the
+    direction bias as it makes it, a padding mask of shape (B, 1, N)): logits, loss and every parameter's gradient as
+    on the PyTorch path, in float32 and under bfloat16 autocast (then the kernels take bfloat16 queries, keys, values
+    and bias)."""
+    import lengthgen.modeling.ndr.modeling_ndr as modeling_ndr
+    from lengthgen.modeling import NDRConfig, NDRForSequenceClassification
+
+    config = NDRConfig(vocab_size=20, hidden_size=32, num_attention_heads=4, intermediate_size=64, num_layers=3,
+                       num_labels=5, hidden_dropout_prob=0.0, attention_query_dropout=0.0, attention_key_dropout=0.0,
+                       gate_dropout=0.0)
+    torch.manual_seed(0)
+    model = NDRForSequenceClassification(config).to(DEVICE).train()
+    g = torch.Generator().manual_seed(1)
+    mask = (torch.arange(23)[None, :] < torch.tensor([23, 17])[:, None]).long()
+    input_ids = (torch.randint(1, 20, (2, 23), generator=g) * mask).to(DEVICE)
+    labels = torch.tensor([1, 3], device=DEVICE)
+
+    def kernels(query, key, value, key_padding_mask, normalize, direction_bias, scale):
+        compute = torch.float64 if value.dtype == torch.float64 else torch.float32
+        with torch.autocast(value.device.type, enabled=False):
+            return geometric_module._triton_attention(query, key, value, key_padding_mask, normalize, direction_bias,
+                                                      scale, compute)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        results = []
+        for attention in (kernels, geometric_attention):
+            modeling_ndr.geometric_attention = attention
+            model.zero_grad()
+            with torch.autocast(DEVICE, dtype=dtype, enabled=dtype != torch.float32):
+                out = model(input_ids=input_ids, attention_mask=mask.to(DEVICE), labels=labels)
+            out.loss.backward()
+            results.append([out.logits.float(), out.loss.float()] + [p.grad.clone() for p in model.parameters()])
+        modeling_ndr.geometric_attention = geometric_attention
+        for got, exact in zip(*results):
+            error = ((got - exact).abs().max() / exact.abs().max().clamp_min(1e-12)).item()
+            assert error <= (1e-4 if dtype == torch.float32 else 3e-2), (dtype, error)
+
+
 def check_geometric_attention_on_cuda():
     """geometric_attention itself takes the kernel on CUDA (with the default block)."""
     geometric_module.triton_available = uses_triton
@@ -215,6 +254,7 @@ check_errors()
 check_inference_then_training()
 check_leading_shapes()
 check_other_layouts()
+check_ndr_model()
 cases = [  # n, normalize, padding, direction bias, dtype, block, (batch, heads), loops, heads split off as the model's
     (1, True, None, True, torch.float64, 16, (2, 2), True, False),
     (7, True, "suffix", True, torch.float64, 16, (3, 2), True, False),
