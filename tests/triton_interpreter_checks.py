@@ -7,8 +7,10 @@ Checks values and the gradients of query, key, value and the direction bias agai
 smallest lengths: lengths of one position, of less than, exactly and several times the kernels' block of rows and
 distances (with a short last block), with and without padding (a suffix, holes, a matrix all padding), normalised
 and not, with and without direction bias, several heads, float64 (to rounding), float32 and bfloat16 inputs (as close
-as their precision allows). The interpreter runs blocks of 16; compiled, blocks of 32 or 64 run too, and longer
-sequences, and `geometric_attention` itself (which picks the kernel on CUDA)."""
+as their precision allows); tensors laid out as the NDR's heads and in other orders, read without copies, each
+gradient laid out as its input; other leading shapes; and the NDR model itself through the kernels. The interpreter
+runs blocks of 16; compiled, blocks of 32 or 64 run too, and longer sequences, and `geometric_attention` itself (which
+picks the kernel on CUDA)."""
 
 import os
 import sys
