@@ -4,7 +4,10 @@ the GPU's compute capability on this machine (its own compiler and the ptxas and
 cuobjdump reads the registers per thread, the stack per thread (where registers that do not fit are spilled) and the
 shared memory per program out of the binary. From them, how many programs of the kernel one streaming multiprocessor
 holds at once (on an H100 or H200: 65,536 registers in four quarters, 228 KB of shared memory, 64 warps, 32 programs;
-CUDA's occupancy rules): a kernel that waits on memory runs faster the more it holds.
+CUDA's occupancy rules): a kernel that waits on memory runs faster the more it holds. Also counted in the machine code
+(SASS): its instructions and its barriers (BAR.SYNC: every warp of the program waits there, as it does around each
+exchange of a tile through shared memory, for a gather, a scan or a change of layout), the whole kernel's, each
+written once however often it runs.
 
 Each kernel is compiled with a direction bias and a padding mask (the most code), normalised, for d_head 32, for
 every launch configuration (rows per program x warps) and dtype asked:
@@ -90,16 +93,23 @@ def compiled(name: str, dtype: torch.dtype, block: int, warps: int, capability: 
 
 def resources(binary: bytes) -> dict:
     """Registers and stack bytes per thread of a cubin, as cuobjdump reads them (the shared memory a program takes is
-    Triton's metadata: cuobjdump counts only the static part)."""
+    Triton's metadata: cuobjdump counts only the static part), and its instructions and barriers (`sass_counts`)."""
     from triton import knobs
 
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(binary)
         f.flush()
-        usage = subprocess.run([knobs.nvidia.cuobjdump.path, "--dump-resource-usage", f.name], check=True,
-                               capture_output=True, text=True).stdout
+        usage, sass = (subprocess.run([knobs.nvidia.cuobjdump.path, flag, f.name], check=True, capture_output=True,
+                                      text=True).stdout for flag in ("--dump-resource-usage", "-sass"))
     found = {key: int(re.search(rf"\b{key}:(\d+)", usage).group(1)) for key in ("REG", "STACK")}
-    return {"registers": found["REG"], "stack_bytes": found["STACK"]}
+    return {"registers": found["REG"], "stack_bytes": found["STACK"], **sass_counts(sass)}
+
+
+def sass_counts(sass: str) -> dict:
+    """Instructions and barriers (BAR.SYNC) in cuobjdump's SASS listing: a line per instruction, `/*offset*/`, an
+    optional predicate (`@P0`, `@!PT`), the opcode."""
+    opcodes = re.findall(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", sass, flags=re.MULTILINE)
+    return {"instructions": len(opcodes), "barriers": sum(op.startswith("BAR.SYNC") for op in opcodes)}
 
 
 def programs_per_sm(registers: int, shared: int, warps: int, capability: int = 90) -> int | None:
@@ -119,7 +129,8 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     print(f"Triton kernels of geometric attention compiled for compute capability {args.capability / 10:.1f}, "
           f"d_head {args.head_size}, with bias and mask, normalised")
-    print("kernel | dtype | rows x warps | registers | stack bytes | shared bytes | programs per SM")
+    print("kernel | dtype | rows x warps | registers | stack bytes | shared bytes | programs per SM | instructions | "
+          "barriers")
     rows = []
     for name in ("_forward_kernel", "_backward_kernel"):
         for dtype_name in args.dtypes:
@@ -130,7 +141,8 @@ def main(argv=None) -> dict:
                 row["programs_per_sm"] = programs_per_sm(row["registers"], row["shared_bytes"], warps, args.capability)
                 rows.append(row)
                 print(f"{row['kernel']} | {dtype_name} | {block}x{warps} | {row['registers']} | {row['stack_bytes']} | "
-                      f"{row['shared_bytes']} | {row['programs_per_sm']}", flush=True)
+                      f"{row['shared_bytes']} | {row['programs_per_sm']} | {row['instructions']} | {row['barriers']}",
+                      flush=True)
     record = {"hardware": hardware(1), "compute_capability": args.capability,
               "arguments": {k: v for k, v in vars(args).items() if k != "json"}, "results": rows}
     if args.json:

@@ -142,6 +142,16 @@ def test_triton_resources_compiles_the_kernels_for_an_h100_without_one(capsys):
     for row in rows:
         assert 0 < row["registers"] <= 255 and row["stack_bytes"] >= 0
         assert 0 < row["shared_bytes"] <= 227 * 1024 and row["programs_per_sm"] >= 1
+        assert 0 < row["barriers"] < row["instructions"]  # the gathers and scans exchange tiles through shared memory
+    listing = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                                    /* 0x00000a00ff017b82 */
+                                                                                             /* 0x000ff00000000800 */
+        /*0df0*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;                             /* 0x0000000000007b1d */
+        /*0e00*/              @!P0 BRA 0x1000 ;                                              /* 0x0000000000007b1d */
+        /*0e10*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;                             /* 0x0000000000007b1d */
+        /*0e20*/                   EXIT ;                                                    /* 0x000000000000794d */
+"""
+    assert resources.sass_counts(listing) == {"instructions": 5, "barriers": 2}
     assert "backward | float64 | 16x4 |" in capsys.readouterr().out
     # 153 registers: 4,896 per warp, given out as 5,120; a quarter of the register file (16,384) holds 3 such warps,
     # the SM 12 -> 3 programs of 4 warps

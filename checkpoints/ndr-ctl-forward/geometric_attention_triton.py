@@ -25,7 +25,8 @@ along the key axis (`tl.gather`) skews them into distance coordinates (row r fin
 of the right tiles taken together, and at column r - (d - t BLOCK) of the left ones, counted from the near tile's
 start), where `tl.cumsum` along the distance makes cR and cL; the weights are gathered back into key coordinates and
 multiply the values' tiles. The far tile of step t is the near tile of step t + 1: its scores are kept for the next
-step, so each key tile is scored once per side, and its weights wait one step, so each is multiplied once per side.
+step, already gathered into that step's distance coordinates, so each key tile is scored once per side and changes
+layout for its gathers once, and its weights wait one step, so each is multiplied once per side.
 Each side walks as far as the farthest source of the tile's rows on that side: both sides while each has sources,
 then the one with sources left alone (the other's running sum holds all its sources by then); a tile near one end of
 the sequence walks the other side for about N / BLOCK steps and this side for one. With `normalize` the row sums
@@ -151,14 +152,22 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
             return tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
     @triton.jit
-    def _to_distance(near, far, r, e, SIGMA: tl.constexpr, BLOCK: tl.constexpr):
+    def _near_part(near, r, e, SIGMA: tl.constexpr, BLOCK: tl.constexpr):
+        """The near key tile's share of `_to_distance`: out[r, e] = near[r, r + SIGMA (e + 1)] where that column lies
+        in the tile (anything elsewhere). A far tile's is made when it is scored and carried to the next step, where
+        that tile is the near one: the scores go through one change of layout and gather per step, not two."""
+        col = r[:, None] + SIGMA * (e[None, :] + 1)
+        return tl.gather(near, tl.minimum(tl.maximum(col, 0), BLOCK - 1), 1)
+
+    @triton.jit
+    def _to_distance(near_part, far, r, e, SIGMA: tl.constexpr, BLOCK: tl.constexpr):
         """out[r, e]: the entry of row r at distance 1 + t BLOCK + e on side SIGMA (+1 right, -1 left), found at
-        column r + SIGMA (e + 1) of the near key tile, or of the far one shifted by SIGMA BLOCK."""
+        column r + SIGMA (e + 1) of the near key tile (`near_part`, from `_near_part`), or of the far one shifted by
+        SIGMA BLOCK."""
         col = r[:, None] + SIGMA * (e[None, :] + 1)
         in_near = (col >= 0) & (col < BLOCK)
-        from_near = tl.gather(near, tl.minimum(tl.maximum(col, 0), BLOCK - 1), 1)
         from_far = tl.gather(far, tl.minimum(tl.maximum(col - SIGMA * BLOCK, 0), BLOCK - 1), 1)
-        return tl.where(in_near, from_near, from_far)
+        return tl.where(in_near, near_part, from_far)
 
     @triton.jit
     def _to_keys(x, r, c, SIGMA: tl.constexpr, BLOCK: tl.constexpr, FAR: tl.constexpr):
@@ -175,8 +184,8 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
               HAS_MASK: tl.constexpr, SPLIT: tl.constexpr, PRECISION: tl.constexpr, WIDEN: tl.constexpr,
               BLOCK: tl.constexpr):
         """Distance block t on side SIGMA of the query tile, in distance coordinates: log P, log(1 - P) (0 at
-        non-sources) and whether each entry is a real source; and the scores of the far key tile, which is the next
-        step's near one (`s_near`, this step's near tile's scores, were the last step's far ones)."""
+        non-sources) and whether each entry is a real source; and the near part (`_near_part`) of the far key tile's
+        scores, for the next step, where it is the near tile (`s_near`, this step's, was made by the last step)."""
         s_far = _inputs_product(q, _tile(K, i0 + SIGMA * (t + 1) * BLOCK, n, stride_k, d_k, r, kw), SPLIT,
                                 PRECISION, WIDEN)
         x = _to_distance(s_near, s_far, r, r, SIGMA, BLOCK) * scale + bias[:, None]
@@ -186,7 +195,7 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
             real = real & (tl.load(REAL + j * stride_m, mask=real, other=0) != 0)
         softplus = _softplus_neg_abs(x)
         log_q = tl.where(real, tl.minimum(-x, 0.0) - softplus, 0.0)
-        return tl.minimum(x, 0.0) - softplus, log_q, real, s_far
+        return tl.minimum(x, 0.0) - softplus, log_q, real, _near_part(s_far, r, r, SIGMA, BLOCK)
 
     @triton.jit
     def _step(q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r,
@@ -304,8 +313,9 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         acc = tl.zeros([BLOCK, BLOCK_V], COMPUTE)
         wait_r = tl.zeros([BLOCK, BLOCK], COMPUTE)  # weights on the far tiles, multiplied at the next step
         wait_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
-        s_r = _inputs_product(q, _tile(K, i0, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)  # both sides' first
-        s_l = s_r  # near tile: the query tile's own keys
+        s_own = _inputs_product(q, _tile(K, i0, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)  # both sides'
+        s_r = _near_part(s_own, r, r, 1, BLOCK)  # first near tile: the query tile's own keys
+        s_l = _near_part(s_own, r, r, -1, BLOCK)
         for part in tl.static_range(3):
             first, last = _walk(part, steps_r, steps_l)
             for t in range(first, last):
@@ -332,7 +342,8 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
                        PRECISION: tl.constexpr, WIDEN: tl.constexpr, BLOCK: tl.constexpr):
         """Distance block t of backward: recomputes forward's step, makes G and dx there, and adds the products of
         the near key tiles (complete for these rows, as in forward) to dQ, and to dK (scaled) and dV in memory. u_r,
-        u_l: dO . v of the near value tiles (the last step's far ones), kept as the scores are."""
+        u_l: dO . v of the near value tiles (the last step's far ones), kept in distance coordinates as the scores
+        are."""
         a_r, a_l, log_p_r, log_q_r, log_p_l, log_q_l, real_r, real_l, c_right, c_left, s_r, s_l = _step(
             q, K, stride_k, REAL, stride_m, i0, t, n, d_k, scale, bias_r, bias_l, c_right, c_left, s_r, s_l, r, kw,
             RIGHT, LEFT, HAS_MASK, SPLIT, PRECISION, WIDEN, BLOCK)
@@ -345,13 +356,13 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
             u_far = _inputs_product(do, _tile(V, i0 + (t + 1) * BLOCK, n, stride_v, d_v, r, vw), SPLIT, PRECISION,
                                     WIDEN)
             big_g_r = a_r * ((_to_distance(u_r, u_far, r, r, 1, BLOCK) - coef[:, None]) * row_scale[:, None])
-            u_r = u_far
+            u_r = _near_part(u_far, r, r, 1, BLOCK)
             through_r += tl.cumsum(big_g_r, 1)
         if LEFT:
             u_far = _inputs_product(do, _tile(V, i0 - (t + 1) * BLOCK, n, stride_v, d_v, r, vw), SPLIT, PRECISION,
                                     WIDEN)
             big_g_l = a_l * ((_to_distance(u_l, u_far, r, r, -1, BLOCK) - coef[:, None]) * row_scale[:, None])
-            u_l = u_far
+            u_l = _near_part(u_far, r, r, -1, BLOCK)
             through_l += tl.cumsum(big_g_l, 1)
         if RIGHT:
             farther_r = sigma_g[:, None] - through_r - (through_l - big_g_l)
@@ -437,10 +448,12 @@ if triton is not None:  # (TRITON_INTERPRET=1, for tests on a CPU, must be set b
         wait_dx_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
         wait_a_r = tl.zeros([BLOCK, BLOCK], COMPUTE)
         wait_a_l = tl.zeros([BLOCK, BLOCK], COMPUTE)
-        s_r = _inputs_product(q, _tile(K, i0, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
-        s_l = s_r
-        u_r = _inputs_product(do, _tile(V, i0, n, stride_v, d_v, r, vw), SPLIT, PRECISION, WIDEN)
-        u_l = u_r
+        s_own = _inputs_product(q, _tile(K, i0, n, stride_k, d_k, r, kw), SPLIT, PRECISION, WIDEN)
+        s_r = _near_part(s_own, r, r, 1, BLOCK)
+        s_l = _near_part(s_own, r, r, -1, BLOCK)
+        u_own = _inputs_product(do, _tile(V, i0, n, stride_v, d_v, r, vw), SPLIT, PRECISION, WIDEN)
+        u_r = _near_part(u_own, r, r, 1, BLOCK)
+        u_l = _near_part(u_own, r, r, -1, BLOCK)
         for part in tl.static_range(3):
             first, last = _walk(part, steps_r, steps_l)
             for t in range(first, last):
