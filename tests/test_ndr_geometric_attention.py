@@ -319,10 +319,10 @@ def test_triton_path_reads_the_models_heads_without_copies(monkeypatch):
     query, key, value = (x.view(batch, n, heads, d).transpose(1, 2).requires_grad_() for x in projections)
     bias = torch.randn(batch, n, heads, 2).to(torch.bfloat16).permute(0, 2, 1, 3).requires_grad_()
     mask = (torch.arange(n)[None] < torch.tensor([n, n - 7])[:, None])[:, None, :]
-    context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)  # the scale
+    context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3)  # the scale
     grad = torch.randn(batch, n, heads * d).to(torch.bfloat16)  # tensor is made once, in this first call
     with Operations() as forward:
-        context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3, torch.float32)
+        context = geometric_module._triton_attention(query, key, value, mask, True, bias, 0.3)
         merged = context.transpose(1, 2).reshape(batch, n, heads * d)
     with Operations() as backward:
         merged.backward(grad)

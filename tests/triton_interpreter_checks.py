@@ -155,7 +155,7 @@ def check_leading_shapes():
             if run is None:
                 out = geometric_attention(*inputs[:3], mask, True, inputs[3].double(), 0.7)
             else:
-                out = run(*inputs[:3], mask, True, inputs[3], 0.7, torch.float64)
+                out = run(*inputs[:3], mask, True, inputs[3], 0.7)
             (out * torch.arange(3, device=DEVICE)).sum().backward()
             results.append([out] + [t.grad for t in inputs])
         for got, exact in zip(*results):
@@ -210,11 +210,9 @@ def check_ndr_model():
     input_ids = (torch.randint(1, 20, (2, 23), generator=g) * mask).to(DEVICE)
     labels = torch.tensor([1, 3], device=DEVICE)
 
-    def kernels(query, key, value, key_padding_mask, normalize, direction_bias, scale):
-        compute = torch.float64 if value.dtype == torch.float64 else torch.float32
-        with torch.autocast(value.device.type, enabled=False):
-            return geometric_module._triton_attention(query, key, value, key_padding_mask, normalize, direction_bias,
-                                                      scale, compute)
+    def kernels(*args, **kwargs):  # what geometric_attention runs on CUDA, autocast off as there
+        with torch.autocast(DEVICE, enabled=False):
+            return geometric_module._triton_attention(*args, **kwargs)
 
     for dtype in (torch.float32, torch.bfloat16):
         results = []

@@ -576,12 +576,11 @@ def _dense(x: torch.Tensor) -> torch.Tensor:
     """`x` as it lies when its last dimension is contiguous and its elements fill its memory without gaps or overlaps,
     in any order of the other dimensions (then `empty_like` gives its gradient the same strides, which the kernels
     assume), else a contiguous copy."""
-    expected = 1
+    dense, expected = x.shape[-1] == 1 or x.stride(-1) == 1, 1
     for size, stride in sorted((p for p in zip(x.shape, x.stride()) if p[0] != 1), key=lambda p: p[1]):
-        if stride != expected:
-            return _rows_addressable(x.contiguous())
+        dense = dense and stride == expected
         expected *= size
-    return _rows_addressable(x if x.shape[-1] == 1 or x.stride(-1) == 1 else x.contiguous())
+    return _rows_addressable(x if dense else x.contiguous())
 
 
 def _rows_addressable(x: torch.Tensor) -> torch.Tensor:

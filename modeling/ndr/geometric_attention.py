@@ -74,7 +74,7 @@ def geometric_attention(
             weights = geometric_attention_weights(logits, key_padding_mask, normalize)
             return (weights @ value.to(compute)).to(value.dtype)
         if use_triton:
-            return _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale, compute)
+            return _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale)
         flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
         real = None
         if key_padding_mask is not None:
@@ -86,14 +86,15 @@ def geometric_attention(
         return context.view(*batch, n, value.shape[-1]).to(value.dtype)
 
 
-def _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale, compute):
+def _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale):
     """`geometric_attention` through the Triton kernels, which read `(B, H, N, D)` tensors through their strides:
     heads split off by a view and a transpose, a padding mask broadcast over heads and a bfloat16 direction bias go in
     as they lie. Other leading shapes are viewed as `(M, 1, N, D)`. bfloat16 inputs are computed as they are (in
-    float32 inside the kernels), float16 or mixed dtypes as `compute`."""
+    float32 inside the kernels), float16 or mixed dtypes in `geometric_attention`'s compute precision (float64 for
+    float64 values, else float32)."""
     *batch, n, _ = query.shape
     kept = query.dtype == key.dtype == value.dtype and value.dtype in TRITON_DTYPES
-    dtype = value.dtype if kept else compute
+    dtype = value.dtype if kept else torch.float64 if value.dtype == torch.float64 else torch.float32
 
     def four_d(x, *tail):
         return x if x.dim() == 3 + len(tail) else x.reshape(-1, 1, n, *tail)
