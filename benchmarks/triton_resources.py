@@ -9,8 +9,9 @@ CUDA's occupancy rules): a kernel that waits on memory runs faster the more it h
 exchange of a tile through shared memory, for a gather, a scan or a change of layout), the whole kernel's, each
 written once however often it runs.
 
-Each kernel is compiled with a direction bias and a padding mask (the most code), normalised, for d_head 32, for
-every launch configuration (rows per program x warps) and dtype asked:
+The kernels are compiled as one training step of the NDR's attention launches them (its heads, direction bias and
+padding mask as the layer hands them over, normalised, 4 heads of d_head 32, 1,024 positions), with the
+specialisations Triton makes at run time, for every launch configuration (rows per program x warps) and dtype asked:
 
     python benchmarks/triton_resources.py                                    # sm_90 (H100, H200), bf16, 16x4 and 32x8
     python benchmarks/triton_resources.py --configs 16x2 16x4 16x8 32x4 32x8 --dtypes bfloat16 float32 \\
@@ -19,6 +20,7 @@ every launch configuration (rows per program x warps) and dtype asked:
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -36,6 +38,7 @@ from lengthgen.modeling.ndr import geometric_attention_triton as kernels  # noqa
 from lengthgen.training.hardware import hardware  # noqa: E402
 from lengthgen.training.results import written_whole  # noqa: E402
 
+geometric_module = sys.modules["lengthgen.modeling.ndr.geometric_attention"]  # the package's name is the function
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
 TRITON_TYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
 # one streaming multiprocessor by compute capability x 10 (CUDA's programming guide): registers (in four quarters, a
@@ -60,35 +63,79 @@ def parse_args(argv=None):
     return args
 
 
-def compiled(name: str, dtype: torch.dtype, block: int, warps: int, capability: int = 90, head_size: int = 32):
-    """Kernel `name` ("_forward_kernel" or "_backward_kernel") compiled by Triton for an NVIDIA GPU of compute
-    capability `capability` / 10, with the constants `TritonGeometricAttention` launches it with: Triton's
-    CompiledKernel (its `asm` holds the PTX and the binary)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+class _CompileOnly:
+    """A stand-in for Triton's CUDA driver that names a GPU of compute capability `capability` / 10: with it active,
+    a kernel launched with `warmup=True` is specialised and compiled exactly as a launch on that GPU would be, and
+    nothing runs."""
 
-    kernel = getattr(kernels, name)
-    constants = kernels._options(dtype, True, True, block, head_size, head_size)  # with a bias and a mask
-    constants.pop("num_warps")
-    constants["NORMALIZE"] = True
-    if "CAST" in kernel.arg_names:
-        constants["CAST"] = dtype == torch.bfloat16
-    inputs, compute = TRITON_TYPES[dtype], "fp64" if dtype == torch.float64 else "fp32"
-    signature = {}
-    for arg in kernel.arg_names:
-        if arg in constants:
-            signature[arg] = "constexpr"
-        elif arg in ("n", "d_k", "d_v", "heads", "tiles") or arg.startswith("stride_"):
-            signature[arg] = "i32"
-        elif arg in ("Q", "K", "V", "DO", "RESULT", "DQ", "BIAS", "DBIAS"):  # in the inputs' dtype (the model's bias)
-            signature[arg] = "*" + inputs
-        elif arg == "REAL":
-            signature[arg] = "*i1"
-        else:  # the output and row sums kept for backward, the gradient sums, the scale
-            signature[arg] = "*" + compute
-    source = ASTSource(kernel, signature, {(kernel.arg_names.index(k),): v for k, v in constants.items()})
-    return triton.compile(source, target=GPUTarget("cuda", capability, 32), options={"num_warps": warps})
+    def __init__(self, capability: int):
+        from triton.backends.compiler import GPUTarget
+
+        self.target = GPUTarget("cuda", capability, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return self.target
+
+
+@contextlib.contextmanager
+def _compiling_instead_of_launching(capability: int):
+    """While the context holds, a launch of either kernel compiles it for `capability` and records the binary under
+    the kernel's name in the dict the context yields."""
+    from triton.runtime import driver
+
+    binaries, previous = {}, driver._active
+    names = ("_forward_kernel", "_backward_kernel")
+    for name in names:
+        kernel = getattr(kernels, name)
+
+        def compile_only(*args, grid, warmup, _kernel=kernel, _name=name, **options):
+            binaries[_name] = type(_kernel).run(_kernel, *args, grid=grid, warmup=True, **options)
+
+        kernel.run = compile_only
+    driver.set_active(_CompileOnly(capability))
+    try:
+        yield binaries
+    finally:
+        driver.set_active(previous)
+        for name in names:
+            del getattr(kernels, name).run
+
+
+def compiled(dtype: torch.dtype, block: int, warps: int, capability: int = 90, head_size: int = 32,
+             heads: int = 4, length: int = 1024) -> dict:
+    """Both kernels ("_forward_kernel", "_backward_kernel": Triton's CompiledKernels, whose `asm` holds the PTX and
+    the binary) as one training step of the NDR's attention launches them on a GPU of compute capability
+    `capability` / 10 with `block` rows per program on `warps` warps: the layer's own tensors (its heads a view of its
+    projections, its bfloat16 direction bias, a padding mask broadcast over heads) on this CPU, under bfloat16
+    autocast for bfloat16, so that Triton specialises the launch as it does at run time (an integer argument equal
+    to 1 becomes a constant; integers and addresses divisible by 16 are marked so, which allows wider loads)."""
+    from lengthgen.modeling import NDRConfig
+    from lengthgen.modeling.ndr import modeling_ndr
+
+    config = NDRConfig(vocab_size=8, hidden_size=heads * head_size, num_attention_heads=heads,
+                       intermediate_size=2 * heads * head_size, normalize_geometric_attention=True)
+    attention = modeling_ndr.NDRAttention(config).to(torch.float64 if dtype == torch.float64 else torch.float32)
+    hidden_states = torch.randn(2, length, config.hidden_size, dtype=attention.query.weight.dtype, requires_grad=True)
+    key_padding_mask = torch.ones(2, length, dtype=torch.bool)
+    geometric_attention = modeling_ndr.geometric_attention
+    saved = kernels.BLOCK, kernels.NUM_WARPS
+    modeling_ndr.geometric_attention = geometric_module._triton_attention  # what CUDA tensors take
+    kernels.BLOCK, kernels.NUM_WARPS = block, warps
+    try:
+        with _compiling_instead_of_launching(capability) as binaries:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                output, _ = attention(hidden_states, key_padding_mask)
+            output.sum().backward()
+    finally:
+        modeling_ndr.geometric_attention = geometric_attention
+        kernels.BLOCK, kernels.NUM_WARPS = saved
+    return binaries
 
 
 def resources(binary: bytes) -> dict:
@@ -132,10 +179,10 @@ def main(argv=None) -> dict:
     print("kernel | dtype | rows x warps | registers | stack bytes | shared bytes | programs per SM | instructions | "
           "barriers")
     rows = []
-    for name in ("_forward_kernel", "_backward_kernel"):
-        for dtype_name in args.dtypes:
-            for block, warps in args.configs:
-                kernel = compiled(name, DTYPES[dtype_name], block, warps, args.capability, args.head_size)
+    for dtype_name in args.dtypes:
+        for block, warps in args.configs:
+            binaries = compiled(DTYPES[dtype_name], block, warps, args.capability, args.head_size)
+            for name, kernel in binaries.items():
                 row = {"kernel": name.strip("_").removesuffix("_kernel"), "dtype": dtype_name, "rows": block,
                        "warps": warps, **resources(kernel.asm["cubin"]), "shared_bytes": kernel.metadata.shared}
                 row["programs_per_sm"] = programs_per_sm(row["registers"], row["shared_bytes"], warps, args.capability)

@@ -332,6 +332,45 @@ def test_triton_path_reads_the_models_heads_without_copies(monkeypatch):
         assert x.grad.stride() == x.stride() and x.grad.dtype == x.dtype
 
 
+
+def test_triton_path_multiplies_in_bfloat16_under_autocast(monkeypatch):
+    """Under autocast to bfloat16 the Triton kernels take bfloat16 queries, keys and values, as autocast gives matrix
+    products and SDPA theirs. The NDR's attention adds a float32 parameter (its query bias) to its bfloat16 query,
+    which comes out float32: that query is rounded to bfloat16 once and the keys and values go in as they lie, where
+    mixed dtypes would take all three to float32 (products off the tensor cores). Without autocast mixed dtypes are
+    computed in float32. The forward kernel's launch is stubbed and records the tensors it is given."""
+    pytest.importorskip("triton")
+    from lengthgen.modeling import NDRConfig
+    from lengthgen.modeling.ndr import modeling_ndr
+
+    triton_module = sys.modules["lengthgen.modeling.ndr.geometric_attention_triton"]
+    if not triton_module.available():
+        pytest.skip("Triton without tl.gather")
+    launched = []
+
+    class Launch:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.append(args[:3])
+
+    monkeypatch.setattr(triton_module, "_forward_kernel", Launch())
+    given = []
+
+    def triton_path(*args, **kwargs):  # what geometric_attention runs for CUDA tensors
+        given.append(args[:3])
+        return geometric_module._triton_attention(*args, **kwargs)
+
+    monkeypatch.setattr(modeling_ndr, "geometric_attention", triton_path)
+    attention = modeling_ndr.NDRAttention(NDRConfig(vocab_size=8, hidden_size=32, num_attention_heads=4))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        attention(torch.randn(2, 12, 32), torch.ones(2, 12, dtype=torch.bool))
+        query, key, value = given[-1]
+        assert query.dtype == torch.float32 and key.dtype == value.dtype == torch.bfloat16
+        assert [x.dtype for x in launched[-1]] == [torch.bfloat16] * 3
+        assert torch.equal(launched[-1][0], query.to(torch.bfloat16))
+        assert launched[-1][1].data_ptr() == key.data_ptr() and launched[-1][2].data_ptr() == value.data_ptr()
+    context = geometric_module._triton_attention(query, key, value, None, True, None, 1.0)
+    assert [x.dtype for x in launched[-1]] == [torch.float32] * 3 and context.dtype == torch.bfloat16
+
 @pytest.mark.parametrize("n", [70, 300])
 def test_fused_kernel_at_one_and_two_threads_and_in_every_instruction_set(monkeypatch, n):
     """The kernel split over threads (batch x heads x blocks of rows) and built for the portable baseline as well as

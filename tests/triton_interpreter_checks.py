@@ -210,13 +210,9 @@ def check_ndr_model():
     input_ids = (torch.randint(1, 20, (2, 23), generator=g) * mask).to(DEVICE)
     labels = torch.tensor([1, 3], device=DEVICE)
 
-    def kernels(*args, **kwargs):  # what geometric_attention runs on CUDA, autocast off as there
-        with torch.autocast(DEVICE, enabled=False):
-            return geometric_module._triton_attention(*args, **kwargs)
-
     for dtype in (torch.float32, torch.bfloat16):
         results = []
-        for attention in (kernels, geometric_attention):
+        for attention in (geometric_module._triton_attention, geometric_attention):  # the first: what CUDA runs
             modeling_ndr.geometric_attention = attention
             model.zero_grad()
             with torch.autocast(DEVICE, dtype=dtype, enabled=dtype != torch.float32):

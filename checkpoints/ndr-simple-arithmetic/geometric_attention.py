@@ -54,7 +54,8 @@ def geometric_attention(
         scale: multiplies the dot products; defaults to `D_k ** -0.5`.
 
     Returns:
-        `(..., N, D)` in the dtype of `value` (computed in float32 for lower-precision inputs).
+        `(..., N, D)` in the dtype of `value` (computed in float32 for lower-precision inputs); on CUDA under autocast
+        to bfloat16, in bfloat16 (see `_triton_attention`).
     """
     if query.dim() < 2 or key.shape != query.shape or value.shape[:-1] != query.shape[:-1]:
         raise ValueError(f"query and key must have one shape (..., N, D_k) and value (..., N, D) with the same "
@@ -66,15 +67,14 @@ def geometric_attention(
     scale = d_k**-0.5 if scale is None else float(scale)
     compute = torch.float64 if value.dtype == torch.float64 else torch.float32
     kernel = load_cpu_kernel() if value.device.type == "cpu" and n > 0 else None
-    use_triton = value.device.type == "cuda" and n > 0 and triton_available()
+    if value.device.type == "cuda" and n > 0 and triton_available():
+        return _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale)
     with torch.autocast(value.device.type, enabled=False):  # `compute` precision under autocast too (Trainer's --bf16)
-        if kernel is None and not use_triton:
+        if kernel is None:
             bias = direction_bias.to(compute) if direction_bias is not None else None
             logits = geometric_logits(query.to(compute), key.to(compute), bias, scale)
             weights = geometric_attention_weights(logits, key_padding_mask, normalize)
             return (weights @ value.to(compute)).to(value.dtype)
-        if use_triton:
-            return _triton_attention(query, key, value, key_padding_mask, normalize, direction_bias, scale)
         flat = lambda x: x.to(compute).reshape(-1, *x.shape[-2:]).contiguous()  # noqa: E731
         real = None
         if key_padding_mask is not None:
@@ -91,7 +91,12 @@ def _triton_attention(query, key, value, key_padding_mask, normalize, direction_
     heads split off by a view and a transpose, a padding mask broadcast over heads and a bfloat16 direction bias go in
     as they lie. Other leading shapes are viewed as `(M, 1, N, D)`. bfloat16 inputs are computed as they are (in
     float32 inside the kernels), float16 or mixed dtypes in `geometric_attention`'s compute precision (float64 for
-    float64 values, else float32)."""
+    float64 values, else float32). Under autocast to bfloat16 query, key and value enter in bfloat16, as autocast
+    gives matrix products and SDPA theirs: a layer's query made float32 by a float32 parameter added to it (the NDR's
+    query bias) would otherwise take every input to float32 and the products off the tensor cores."""
+    device = value.device.type
+    if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16:
+        query, key, value = (x.to(torch.bfloat16) for x in (query, key, value))
     *batch, n, _ = query.shape
     kept = query.dtype == key.dtype == value.dtype and value.dtype in TRITON_DTYPES
     dtype = value.dtype if kept else torch.float64 if value.dtype == torch.float64 else torch.float32
@@ -102,7 +107,8 @@ def _triton_attention(query, key, value, key_padding_mask, normalize, direction_
     real = four_d(key_padding_mask.expand(*batch, n)) if key_padding_mask is not None else None
     bias = four_d(direction_bias, 2) if direction_bias is not None else None
     inputs = [four_d(x.to(dtype), x.shape[-1]) for x in (query, key, value)]
-    context = TritonGeometricAttention.apply(*inputs, scale, bias, real, normalize)
+    with torch.autocast(device, enabled=False):
+        context = TritonGeometricAttention.apply(*inputs, scale, bias, real, normalize)
     return context.reshape(*batch, n, value.shape[-1]).to(value.dtype)
 
 
