@@ -564,6 +564,11 @@ def test_models_it_cannot_take_are_named():
     )
     with pytest.raises(ValueError, match="window_size=8 must be below the model's sliding_window=8"):
         CausalLMWithRecurrence.wrap(mistral, window_size=8, insertion_layer=1)
+    # memory tokens: the last written slot must see the first read one, 2 + T + 2 positions back
+    CausalLMWithRecurrence.wrap(mistral, window_size=4, num_memory_tokens=2)
+    with pytest.raises(ValueError, match="window_size=5 with 2 memory tokens read before it and 2 written after it "
+                                         "spans 9 positions, more than the model's sliding_window=8"):
+        CausalLMWithRecurrence.wrap(mistral, window_size=5, num_memory_tokens=2)
     mamba = AutoModelForCausalLM.from_config(WITHOUT_ATTENTION["mamba"](2))
     with pytest.raises(ValueError, match="cannot wrap a 'mamba' model: none of its decoder layers has softmax"):
         CausalLMWithRecurrence.wrap(mamba, window_size=8, insertion_layer=1)
@@ -608,6 +613,39 @@ def test_flops_count_the_routed_experts_and_the_attention_layers_only():
         difference = flops_per_token(all_attention, 8) - flops_per_token(hybrid, 8)
         parameters = non_embedding_parameters(all_attention) - non_embedding_parameters(hybrid)
         assert difference == 2 * parameters + 2 * 2 * 8 * 32  # two layers fewer scoring 8 positions
+
+
+def test_generate_reads_at_the_overlap_it_is_given():
+    """`overlap=` in `generate` reaches every step, as in a forward call: greedy tokens of a model configured with
+    overlap 3, generated at overlap 0, are those of re-reading the text at overlap 0 (which differ from overlap 3's)."""
+    model, _ = models("llama", overlap=3)
+    model.generation_config.eos_token_id = None  # 20 tokens whatever they are
+    x = tokens(6)
+    expected = {0: x, 3: x}
+    with torch.no_grad():
+        for overlap in expected:
+            for _ in range(20):
+                step = model(expected[overlap], overlap=overlap).logits[:, -1].argmax(-1, keepdim=True)
+                expected[overlap] = torch.cat([expected[overlap], step], dim=1)
+    assert not torch.equal(expected[0], expected[3])
+    for use_cache in (True, False):
+        generated = model.generate(x, overlap=0, use_cache=use_cache, max_new_tokens=20, do_sample=False,
+                                   pad_token_id=0)
+        assert torch.equal(generated, expected[0])
+
+
+def test_a_prompt_holding_the_pad_token_without_attention_mask_is_refused_with_the_reason():
+    """transformers reads the pad token in a prompt given without an attention mask as padding; `generate` refuses
+    padded prompts, and says so in terms of the pad token and the remedy. With an attention mask of ones the same
+    prompt is text."""
+    model, _ = models("llama")
+    x = tokens(6)
+    x[1, 2] = 0
+    with pytest.raises(ValueError, match="these hold the pad token \\(pad_token_id=0\\), which generate reads as "
+                                         "padding when no attention_mask is passed: pass attention_mask=torch"):
+        model.generate(x, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    assert model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=2, do_sample=False,
+                          pad_token_id=0).shape == (2, 8)
 
 
 def test_a_key_value_cache_passed_in_and_left_padded_prompts_are_refused():
@@ -702,11 +740,11 @@ def test_cached_generate_and_streaming_with_memory_tokens_and_plain_windows(fami
 
 
 @pytest.mark.parametrize("family, fields", [("llama", {}), ("qwen3_5_text", {"carry_layer_states": True}),
-                                            ("llama", {"num_memory_tokens": 2})])
+                                            ("llama", {"num_memory_tokens": 2}), ("minimax", {})])
 def test_generate_continues_the_documents_of_a_recurrent_state(family, fields):
     """`generate(next_ids, recurrent_state=state)` continues the text `state` read (here a prompt read in two calls)
-    as `generate` on the whole text does; the state can be continued again (a call leaves the cache it was given as
-    it was)."""
+    as `generate` on the whole text does, each document's state repeated with its prompt for `num_return_sequences`;
+    the state can be continued again (a call leaves the cache it was given as it was)."""
     model, _ = models(family, **fields)
     x = tokens(13)
     greedy = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
@@ -714,6 +752,10 @@ def test_generate_continues_the_documents_of_a_recurrent_state(family, fields):
     with torch.no_grad():
         state = model(x[:, :4], use_cache=True).recurrent_state
         state = model(x[:, 4:9], recurrent_state=state, use_cache=True).recurrent_state
+    # num_return_sequences repeats each document's state with its prompt (sampling from the top token only: greedy)
+    repeated = model.generate(x[:, 9:], attention_mask=torch.ones_like(x[:, 9:]), recurrent_state=state,
+                              **{**greedy, "do_sample": True, "top_k": 1, "num_return_sequences": 2})
+    assert torch.equal(repeated, whole[:, 9:].repeat_interleave(2, dim=0))
     for _ in range(2):
         continued = model.generate(x[:, 9:], attention_mask=torch.ones_like(x[:, 9:]), recurrent_state=state, **greedy)
         assert torch.equal(continued, whole[:, 9:])

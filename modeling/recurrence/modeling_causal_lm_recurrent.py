@@ -221,9 +221,16 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             )
         sliding = getattr(self.decoder.config, "sliding_window", None)  # Mistral has no layer_types: every layer
         layer_types = getattr(self.decoder.config, "layer_types", None) or ["sliding_attention"] * bool(sliding)
+        memory = config.num_memory_tokens
         for layer_type, field in LIMITED_ATTENTION:
             limit = getattr(self.decoder.config, field, None)
-            if limit and layer_type in layer_types and config.window_size >= limit:
+            if not limit or layer_type not in layer_types:
+                continue
+            if memory and config.window_size + 2 * memory > limit:
+                raise ValueError(f"window_size={config.window_size} with {memory} memory tokens read before it and "
+                                 f"{memory} written after it spans {config.window_size + 2 * memory} positions, more "
+                                 f"than the model's {field}={limit} (a window is read with full causal attention)")
+            if config.window_size >= limit:
                 raise ValueError(f"window_size={config.window_size} must be below the model's {field}={limit} "
                                  "(a window is read with full causal attention)")
         h_prev_rotated = self.rotary_embedding is not None and config.use_recurrence and not config.num_memory_tokens

@@ -134,6 +134,23 @@ class RecurrentState(ModelOutput):
     cache: Cache | None = None
     ended: torch.Tensor | None = None
 
+    def repeat_interleave(self, repeats: int) -> "RecurrentState":
+        """The state with each document `repeats` times in a row, as `generate` repeats the prompts for
+        `num_return_sequences`; this state is left as it was."""
+        def rows(x):
+            return x.repeat_interleave(repeats, dim=0) if isinstance(x, torch.Tensor) else x
+
+        cache = layer_states = None
+        if self.cache is not None:  # every cache layer reorders its batch for beam search: all of its states
+            cache = continued(self.cache)
+            cache.reorder_cache(torch.arange(self.window_tokens.shape[0]).repeat_interleave(repeats))
+        if self.layer_states is not None:
+            layer_states = {index: tuple(tuple(map(rows, pair)) for pair in states)
+                            for index, states in self.layer_states.items()}
+        return RecurrentState(window_index=self.window_index, h_prev=rows(self.h_prev),
+                              window_tokens=rows(self.window_tokens), last_logits=rows(self.last_logits),
+                              layer_states=layer_states, cache=cache, ended=rows(self.ended))
+
 
 @dataclass
 class RecurrentCausalLMOutput(ModelOutput):
@@ -215,8 +232,27 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
         """`generate` makes no cache of its own: the window's cache travels in `recurrent_state`."""
         return False
 
+    def _prepare_attention_mask_for_generation(self, inputs_tensor, generation_config, model_kwargs):
+        """transformers reads the pad token in prompts given without an attention mask as padding, which this model's
+        `generate` refuses: say where that reading came from."""
+        mask = super()._prepare_attention_mask_for_generation(inputs_tensor, generation_config, model_kwargs)
+        if not bool(mask.bool().all()):
+            raise ValueError(
+                f"generate takes prompts without padding, and these hold the pad token "
+                f"(pad_token_id={generation_config.pad_token_id}), which generate reads as padding when no "
+                f"attention_mask is passed: pass attention_mask=torch.ones_like(input_ids) if it is text."
+            )
+        return mask
+
+    def _expand_inputs_for_generation(self, expand_size: int = 1, **kwargs):
+        """transformers repeats the prompts for `num_return_sequences`; a `recurrent_state` is repeated with them."""
+        input_ids, model_kwargs = super()._expand_inputs_for_generation(expand_size=expand_size, **kwargs)
+        if expand_size > 1 and model_kwargs.get("recurrent_state") is not None:
+            model_kwargs["recurrent_state"] = model_kwargs["recurrent_state"].repeat_interleave(expand_size)
+        return input_ids, model_kwargs
+
     def prepare_inputs_for_generation(self, input_ids, recurrent_state=None, attention_mask=None, use_cache=None,
-                                      is_first_iteration=False, **kwargs):
+                                      overlap=None, is_first_iteration=False, **kwargs):
         """`generate` feeds the prompt once (continuing the documents of a `recurrent_state` passed to it, which then
         holds the text before the prompt), then one new token per step with the recurrent state. With the cache (the
         default) a step costs one token through the model, and a window boundary one window; with `use_cache=False`
@@ -232,7 +268,7 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
                                  f"({' and '.join(asked)}): the windows' own are not kept.")
         else:
             input_ids = input_ids[:, -1:]
-        return {"input_ids": input_ids, "recurrent_state": recurrent_state, "use_cache": use_cache}
+        return {"input_ids": input_ids, "recurrent_state": recurrent_state, "use_cache": use_cache, "overlap": overlap}
 
     def _update_model_kwargs_for_generation(self, outputs, model_kwargs, *args, **kwargs):
         model_kwargs["recurrent_state"] = outputs.recurrent_state
