@@ -69,7 +69,7 @@ def train_step(model, optimizer, batch, bf16: bool) -> float:
     return loss.item()
 
 
-def step_times(model, batches, repeats: int, modes: dict) -> dict:
+def step_times(batches, repeats: int, modes: dict) -> dict:
     """Median seconds per training step for each mode ({name: (model, bf16)}), interleaved step by step."""
     optimizers = {m: torch.optim.AdamW(mod.parameters(), lr=1e-4) for m, (mod, _) in modes.items()}
     times = {m: [] for m in modes}
@@ -97,7 +97,7 @@ def measure(name: str, args) -> dict:
         train_step(compiled, torch.optim.AdamW(compiled.parameters()), batches[0], False)
         result["compile_seconds"] = time.perf_counter() - start
         modes["fp32_compiled"] = (compiled, False)
-    seconds = step_times(model, batches, args.repeats, modes)
+    seconds = step_times(batches, args.repeats, modes)
     result["seconds_per_step"] = seconds
     result["bf16_over_fp32"] = seconds["bf16"] / seconds["fp32"]
     if args.compile:

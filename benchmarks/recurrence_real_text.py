@@ -61,7 +61,6 @@ from lengthgen.training.hardware import hardware
 from lengthgen.training.pieces import get_last_checkpoint_or_none
 from lengthgen.training.results import written_whole
 
-ROOT = Path(__file__).resolve().parents[1]
 BOS = "<|endoftext|>"
 
 

@@ -40,7 +40,6 @@ from lengthgen.training.results import written_whole  # noqa: E402
 
 geometric_module = sys.modules["lengthgen.modeling.ndr.geometric_attention"]  # the package's name is the function
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64}
-TRITON_TYPES = {torch.bfloat16: "bf16", torch.float32: "fp32", torch.float64: "fp64"}
 # one streaming multiprocessor by compute capability x 10 (CUDA's programming guide): registers (in four quarters, a
 # warp's from one quarter), shared memory (1 KB of it kept per program), resident warps, resident programs
 SM = {80: dict(registers=65536, shared=164 * 1024, warps=64, programs=32),  # A100

@@ -4,7 +4,7 @@
     builder.download_and_prepare()
     splits = builder.as_dataset()
 
-`lengthgen-data export nsp_inductive --output-dir DIR` writes the same data as a Hub-style parquet folder.
+`lengthgen data export nsp_inductive --output_dir DIR` writes the same data as a Hub-style parquet folder.
 """
 
 from dataclasses import dataclass

@@ -2,7 +2,7 @@
 of it."""
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lengthgen.cli import UsageError
 from lengthgen.presets import load_presets
@@ -26,7 +26,6 @@ class Preset:
     deeper: dict | None = None  # generating parameters of a test split deeper than the task's (NDR only)
     paper_scale: bool = False  # the paper's model and recipe: on a GPU where there is one
     cpu_precision: str = "auto"  # on a CPU: auto = bf16 where the CPU has native bf16; or fp32
-    extra: dict = field(default_factory=dict)
 
     def sections(self) -> dict:
         """The spec's sections; its `hub_configs/` folders are the repository's, wherever the command runs from."""

@@ -337,10 +337,13 @@ def test_run_clm_recurrent(capsys, tmp_path, nothing_loads):
     line = error_line(capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "0"],
                       "run_clm_recurrent.py")
     assert line == "run_clm_recurrent.py: error: --window_size must be at least 1, got 0. (--debug shows the traceback)"
-    assert "--overlap must be smaller than --window_size 8, got 8" in error_line(
+    assert "--window_size, --overlap: overlap must satisfy 0 <= overlap < window_size=8, got 8." in error_line(
         capsys, main,
         [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--window_size", "8", "--overlap", "8"],
         "run_clm_recurrent.py")
+    assert "--recurrence_num_hidden_layers must be at least 0, got -1" in error_line(
+        capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", "--recurrence_num_hidden_layers",
+                       "-1"], "run_clm_recurrent.py")
     for flag in ("--windows_per_example", "--eval_chunk_windows", "--eval_every_tokens"):
         assert f"{flag} must be at least 1, got 0" in error_line(
             capsys, main, [*base, "--corpus", "pg19", "--model_name_or_path", "gpt2", flag, "0"],

@@ -111,13 +111,15 @@ class RecurrentLMArguments:
         if self.dtype not in ("float32", "bfloat16", "float16", "auto"):
             raise UsageError(f"--dtype must be float32, bfloat16, float16 or auto, got {self.dtype!r}.")
         check_model_paths(self)
-        check_positive({f"--{flag}": getattr(self, flag)
-                        for flag in ("window_size", "recurrence_hidden_size", "recurrence_num_hidden_layers")})
-        for flag in ("overlap", "insertion_layer", "num_memory_tokens"):
+        check_positive({f"--{flag}": getattr(self, flag) for flag in ("window_size", "recurrence_hidden_size")})
+        for flag in ("overlap", "insertion_layer", "num_memory_tokens", "recurrence_num_hidden_layers"):
             if getattr(self, flag) is not None and getattr(self, flag) < 0:
                 raise UsageError(f"--{flag} must be at least 0, got {getattr(self, flag)}.")
-        if self.window_size is not None and self.overlap is not None and self.overlap >= self.window_size:
-            raise UsageError(f"--overlap must be smaller than --window_size {self.window_size}, got {self.overlap}.")
+        if self.window_size is not None and self.overlap is not None:
+            try:
+                check_overlap(self.window_size, self.overlap)
+            except ValueError as error:
+                raise UsageError(f"--window_size, --overlap: {error}.") from None
 
 
 @dataclass

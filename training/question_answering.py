@@ -76,10 +76,10 @@ class RecurrentQAArguments:
 
     def __post_init__(self):  # mistakes named before any model is loaded
         check_model_paths(self)
-        check_positive({f"--{flag}": getattr(self, flag)
-                        for flag in ("recurrence_hidden_size", "recurrence_num_hidden_layers")})
-        if self.insertion_layer is not None and self.insertion_layer < 0:
-            raise UsageError(f"--insertion_layer must be at least 0, got {self.insertion_layer}.")
+        check_positive({"--recurrence_hidden_size": self.recurrence_hidden_size})
+        for flag in ("insertion_layer", "recurrence_num_hidden_layers"):
+            if getattr(self, flag) is not None and getattr(self, flag) < 0:
+                raise UsageError(f"--{flag} must be at least 0, got {getattr(self, flag)}.")
 
 
 @dataclass

@@ -88,9 +88,8 @@ try:
 except ImportError:  # CPU-only installs: geometric_attention uses the C++ kernel or the PyTorch path
     triton = None
 
-# Query rows per program, distances per step and keys per tile. On an NVIDIA H200 (bf16, forward + backward, batch 8,
-# 4 heads, d_head 32) 16 rows on 4 warps took 1.84 ms at N = 1,024 and 19.8 at 4,096, against 2.49 and 30.0 for 32
-# rows on 8 warps, 3.7 and 46 for 64 on 8, 9.0 and 125 for 64 on 4 (benchmarks/ndr_attention.py --triton_configs).
+# Query rows per program, distances per step and keys per tile: the fastest launch measured (docs/results/speed.md,
+# benchmarks/ndr_attention.py --triton_configs).
 BLOCK = 16
 NUM_WARPS = 4  # warps per program
 DTYPES = (torch.bfloat16, torch.float32, torch.float64)

@@ -33,8 +33,6 @@ from .recurrence_module import (
     values_are_free,
 )
 
-SPAN, YES, NO = 0, 1, 2  # answer types
-
 
 @dataclass
 class RecurrentQuestionAnsweringOutput(ModelOutput):
@@ -198,4 +196,4 @@ def _additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return ((1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min).to(dtype)
 
 
-__all__ = ["RecurrentQuestionAnsweringOutput", "RobertaWithRecurrenceForQuestionAnswering", "SPAN", "YES", "NO"]
+__all__ = ["RecurrentQuestionAnsweringOutput", "RobertaWithRecurrenceForQuestionAnswering"]
