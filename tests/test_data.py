@@ -426,3 +426,31 @@ def test_the_cache_key_of_generated_data_covers_a_generator_kept_in_its_own_modu
     original = inspect.getsource
     monkeypatch.setattr(inspect, "getsource", lambda obj: original(obj) + ("# changed" if obj is nsp else ""))
     assert length_split.source_hash(NSPInductive) != before
+
+
+@pytest.mark.parametrize("generator, config", [
+    ("ctl:generate_ctl_splits", "ctl:CTLConfig"), ("listops:generate_listops_splits", "listops:ListOpsConfig"),
+    ("simple_arithmetic:generate_arithmetic_splits", "simple_arithmetic:ArithmeticConfig"),
+    ("nsp:generate_nsp_splits", "nsp_inductive:NSPConfig"),
+    ("subject_verb_agreement:generate_agreement_splits", "subject_verb_agreement:AgreementConfig"),
+    ("chomsky_hierarchy:generate_chomsky_splits", "chomsky_hierarchy:ChomskyConfig"),
+    ("ptb:generate_ptb_splits", "ptb_inductive:PTBConfig"),
+])
+def test_a_generators_defaults_are_its_builder_configs(generator, config):
+    """Each generator function states its defaults in its signature (a call without a builder reads them there), and
+    its builder's config states them again as dataclass fields (what `load_dataset` generates): the two must agree,
+    field by field, for every parameter they share."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    def named(path):
+        module, name = path.split(":")
+        return getattr(importlib.import_module(f"lengthgen.data.{module}"), name)
+
+    parameters = inspect.signature(named(generator)).parameters
+    shared = {f.name: f.default for f in dataclasses.fields(named(config))
+              if f.name in parameters and f.name not in datasets.BuilderConfig.__dataclass_fields__}
+    assert len(shared) >= 2, shared
+    for name, default in shared.items():
+        assert parameters[name].default == default, (name, parameters[name].default, default)
