@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The main job: I-BERT against BERT on a short NSP length split, on a laptop CPU in minutes.
+"""The quick-start example: I-BERT against BERT on a short NSP length split, on a laptop CPU in minutes.
 
 Trains a small I-BERT and the same-size BERT baseline (absolute positions) on the same generated NSP data, evaluates
 both on the trained digit counts and on longer, unseen ones, prints the accuracy per digit count (the whole masked

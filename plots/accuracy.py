@@ -1,6 +1,6 @@
 """The one accuracy-against-difficulty plot of the library: every command that compares models by length or depth
-draws it (a reproduction run beside its baseline and the paper, the leaderboard's models on a task, the main job's
-I-BERT and BERT, the recurrent-bias study's models over seeds).
+draws it (a reproduction run beside its baseline and the paper, the leaderboard's models on a task, the quick-start
+example's I-BERT and BERT, the recurrent-bias study's models over seeds).
 
     plot_accuracy([Curve("I-BERT", {7: 1.0, 8: 0.98}), Curve("BERT", {7: 0.0, 8: 0.0}, style="s--")],
                   "plot.png", train_range=(1, 6), title="NSP copy")

@@ -373,7 +373,7 @@ def test_run_qa_recurrent(capsys, tmp_path, nothing_loads):
         capsys, main, [*base, "--do_predict"], "run_qa_recurrent.py")
 
 
-def test_main_job(capsys, tmp_path, nothing_loads):
+def test_quick_start_example(capsys, tmp_path, nothing_loads):
     main = script("examples/nsp_length_generalization.py").main
     out = ["--output_dir", str(tmp_path)]
     assert "--train_digits takes MIN MAX with 1 <= MIN <= MAX, got 6 2" in error_line(

@@ -24,27 +24,27 @@ def run_mlm(argv) -> dict:
     return train(argv, head="masked_lm", program="python examples/run_mlm.py", train_and_evaluate=False).metrics
 
 
-def main_job_module():
+def quick_start_module():
     """examples/nsp_length_generalization.py, loaded from its file."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "main_job", os.path.join(REPO, "examples", "nsp_length_generalization.py")
+        "quick_start", os.path.join(REPO, "examples", "nsp_length_generalization.py")
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def main_job(argv) -> dict:
+def quick_start(argv) -> dict:
     """examples/nsp_length_generalization.py's main, in this process."""
-    return main_job_module().main(argv)
+    return quick_start_module().main(argv)
 
 
-def test_main_job_model_size_changes_the_fields_it_names_and_keeps_the_presets_others(tmp_path):
+def test_quick_start_example_model_size_changes_the_fields_it_names_and_keeps_the_presets_others(tmp_path):
     from lengthgen.reproduction.reproduce import preset
 
-    module = main_job_module()
+    module = quick_start_module()
     for name in ("ibert-nsp-copy-small", "bert-nsp-copy-small"):
         given = preset(name).experiment().model.overrides
         assert given["num_attention_heads"] == 4 and given["hidden_size"] == 128  # the preset's, as written there
@@ -299,8 +299,8 @@ def test_two_process_ddp_with_accelerate_launch(tmp_path):
         assert single[key] == pytest.approx(distributed[key]), key
 
 
-def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
-    results = main_job(
+def test_quick_start_example_prints_table_and_writes_plot(tmp_path, capsys):
+    results = quick_start(
         ["--train_size", "128", "--validation_size", "32", "--epochs", "1", "--train_digits", "1", "2",
          "--validation_digits", "3", "4", "--model_size", TINY, "--output_dir", str(tmp_path)]
     )
@@ -325,9 +325,10 @@ def test_main_job_prints_table_and_writes_plot(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_main_job_shows_the_papers_contrast(tmp_path):
-    """The default main job (about 2 minutes): both models fit 1-6 digits; only I-BERT copies 7 and 8 digits."""
-    results = main_job(["--output_dir", str(tmp_path)])
+def test_quick_start_example_shows_the_papers_contrast(tmp_path):
+    """The quick-start example with its defaults (about 2 minutes): both models fit 1-6 digits; only I-BERT copies 7
+    and 8 digits."""
+    results = quick_start(["--output_dir", str(tmp_path)])
     ibert, bert = results["I-BERT"], results["BERT"]
     assert all(ibert[str(d)] >= 0.99 and bert[str(d)] >= 0.99 for d in range(1, 7))
     assert ibert["7"] >= 0.95 and ibert["8"] >= 0.8

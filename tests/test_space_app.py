@@ -60,7 +60,7 @@ def releases(tmp_path_factory):
         vocab_size=len(digits), hidden_size=16, intermediate_size=32, num_attention_heads=2, num_hidden_layers=1,
         pad_token_id=digits.pad_token_id,
     )
-    # trained on 1-6 digits (the main job's range), not the builder's default 2-12: the page must say 1-6
+    # trained on 1-6 digits (the quick-start example's range), not the builder's default 2-12: the page must say 1-6
     ibert = write_release(root / "ibert-nsp", lengthgen.modeling.IBertForMaskedLM(config), digits, "nsp_inductive",
                           "add", (1, 6))
     return ndr, ibert

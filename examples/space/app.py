@@ -5,8 +5,8 @@
     python examples/space/app.py --checkpoint outputs/release/ndr-ctl-backward --port 7861
 
 Choose a checkpoint (the trained models shipped in the repository's `checkpoints/` are offered first, then release
-folders made by `lengthgen release` under `outputs/release/` and the main job's I-BERT; any folder or Hub id can be
-typed), type a problem or draw one from the task's generator at a difficulty the slider sets (it goes past the
+folders made by `lengthgen release` under `outputs/release/` and the quick-start example's I-BERT; any folder or Hub
+id can be typed), type a problem or draw one from the task's generator at a difficulty the slider sets (it goes past the
 training range), and see the model's answer beside the correct one:
 
 * an NDR (`ctl`, `listops`, `simple_arithmetic`): the attention map and the copy-gate activations of every step, as
@@ -41,7 +41,7 @@ from lengthgen.plots import ndr_step_figures
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
-# offered in this order: the checkpoints shipped with the repository, release folders, the main job's I-BERT
+# offered in this order: the checkpoints shipped with the repository, release folders, the quick-start example's I-BERT
 CHECKPOINT_DIRS = ["checkpoints", "outputs/release", "outputs/nsp_length_generalization/release"]
 FIRST = "checkpoints/ndr-ctl-backward"  # the model the README's quick start shows: the page opens on it
 # checkpoints to offer first, comma-separated folders or Hub ids: a Space's variable, where no repository is beside
@@ -249,8 +249,8 @@ def load_checkpoint(name: str) -> Checkpoint:
     what is wrong."""
     name = (name or "").strip()
     if not name:
-        raise ProblemError("Choose a checkpoint: one shipped in checkpoints/, a release folder, the main job's "
-                           "(python examples/nsp_length_generalization.py writes one) or a Hub id.")
+        raise ProblemError("Choose a checkpoint: one shipped in checkpoints/, a release folder, the quick-start "
+                           "example's (python examples/nsp_length_generalization.py writes one) or a Hub id.")
     name = locate(name)
     try:
         config = AutoConfig.from_pretrained(name)
