@@ -25,6 +25,11 @@ NDR_CITATION = (
 DIRECTIONS = ("forward", "backward")
 
 
+def symbol_bits(num_symbols: int) -> int:
+    """Binary digits a symbol is written with: enough for the largest, at least one."""
+    return max(1, (num_symbols - 1).bit_length())
+
+
 def ctl_tables(num_symbols: int, num_functions: int, seed: int) -> list[list[int]]:
     """`num_functions` random bijections of range(num_symbols)."""
     rng = random.Random(seed)
@@ -87,7 +92,7 @@ def generate_ctl_splits(
     if direction not in DIRECTIONS:
         raise UsageError(f"Unknown CTL direction {direction!r}; expected one of {DIRECTIONS}.")
     check_ranges(1, train_depths=train_depths, validation_depths=validation_depths, test_depths=test_depths)
-    bits = max(1, (num_symbols - 1).bit_length())
+    bits = symbol_bits(num_symbols)
     tables = ctl_tables(num_symbols, num_functions, seed)
     rng = random.Random(seed + 1)
     taken: set = set()

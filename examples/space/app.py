@@ -27,6 +27,7 @@ import glob
 import html
 import os
 import random
+import string
 from dataclasses import dataclass
 
 import gradio as gr
@@ -68,28 +69,35 @@ class Problem:
         self.typed = self.typed or self.input
 
 
-CTL_TABLES = ctl.ctl_tables(8, 9, seed=0)  # the builder's defaults: the tables every release was trained on
+# the builders' defaults: CTL's tables are those every release was trained on, the other problems are drawn as the
+# builders draw them
+CTL = ctl.CTLConfig()
+CTL_TABLES = ctl.ctl_tables(CTL.num_symbols, CTL.num_functions, seed=CTL.seed)
+CTL_BITS = ctl.symbol_bits(CTL.num_symbols)
+LISTOPS = listops.ListOpsConfig()
+ARITHMETIC = simple_arithmetic.ArithmeticConfig()
 
 
 def parse_ctl(text: str, direction: str) -> Problem:
     tokens = text.split()
     symbol_text = tokens[0] if direction == "forward" else (tokens[-1] if tokens else "")
     calls = tokens[1:] if direction == "forward" else list(reversed(tokens[:-1]))
-    if len(symbol_text) != 3 or set(symbol_text) - {"0", "1"} or not calls:
-        order, example = {"forward": ("a 3-bit symbol, then functions a-i", "101 d a b"),
-                          "backward": ("functions a-i, then a 3-bit symbol", "b a d 101")}[direction]
+    names = string.ascii_lowercase[:CTL.num_functions]  # as ctl_example writes them
+    if len(symbol_text) != CTL_BITS or set(symbol_text) - {"0", "1"} or not calls:
+        symbol, functions = f"a {CTL_BITS}-bit symbol", f"functions {names[0]}-{names[-1]}"
+        order, example = {"forward": (f"{symbol}, then {functions}", "101 d a b"),
+                          "backward": (f"{functions}, then {symbol}", "b a d 101")}[direction]
         raise ProblemError(f"A {direction} CTL problem is {order}, e.g. {example!r}; got {text!r}.")
-    names = "abcdefghi"
     bad = [c for c in calls if c not in names]
     if bad:
-        raise ProblemError(f"CTL functions are a-i; {bad[0]!r} is not one.")
-    row = ctl.ctl_example(int(symbol_text, 2), tuple(names.index(c) for c in calls), CTL_TABLES, direction, bits=3)
+        raise ProblemError(f"CTL functions are {names[0]}-{names[-1]}; {bad[0]!r} is not one.")
+    row = ctl.ctl_example(int(symbol_text, 2), tuple(names.index(c) for c in calls), CTL_TABLES, direction, CTL_BITS)
     return Problem(row["input"], row["target"], row["difficulty"])
 
 
 def draw_ctl(difficulty: int, rng: random.Random, direction: str) -> Problem:
-    functions = tuple(rng.randrange(9) for _ in range(difficulty))
-    row = ctl.ctl_example(rng.randrange(8), functions, CTL_TABLES, direction, bits=3)
+    functions = tuple(rng.randrange(CTL.num_functions) for _ in range(difficulty))
+    row = ctl.ctl_example(rng.randrange(CTL.num_symbols), functions, CTL_TABLES, direction, CTL_BITS)
     return Problem(row["input"], row["target"], row["difficulty"])
 
 
@@ -123,7 +131,8 @@ def parse_listops(text: str, _config=None) -> Problem:
 
 def draw_listops(difficulty: int, rng: random.Random, _config=None) -> Problem:
     for _ in range(20_000):
-        tree = listops.tree_of_depth(rng, difficulty, difficulty + 2, 0.3, 5, max(50, 15 * difficulty))
+        tree = listops.tree_of_depth(rng, difficulty, difficulty + 2, LISTOPS.p_op, LISTOPS.max_args,
+                                     max(LISTOPS.max_length, 15 * difficulty))  # longer, deeper problems
         if tree is not None and tree.dependency_depth == difficulty:
             return Problem(" ".join(tree.tokens), str(tree.value), difficulty)
     raise ProblemError(f"No ListOps problem of dependency depth {difficulty} found; try a lower depth.")
@@ -153,7 +162,7 @@ def parse_arithmetic(text: str, _config=None) -> Problem:
 
 
 def draw_arithmetic(difficulty: int, rng: random.Random, _config=None) -> Problem:
-    tokens, value, depth = simple_arithmetic.expression_of_depth(rng, difficulty, 0.2)
+    tokens, value, depth = simple_arithmetic.expression_of_depth(rng, difficulty, ARITHMETIC.p_subop)
     return Problem(" ".join(tokens), str(value), depth)
 
 
