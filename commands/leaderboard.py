@@ -4,6 +4,7 @@ inputs.
     lengthgen leaderboard --models ibert ndr bert rope alibi lstm \\
         --tasks ctl/backward listops nsp_inductive/copy chomsky_hierarchy/parity_check \\
         --seeds 3 --output_dir outputs/leaderboard
+    lengthgen leaderboard --list        # the models, tasks and protocols it knows by name
 
 One *cell* is (model, task, learning rate, seed): the model is built from scratch for the task's vocabulary,
 trained on the `train` split with the same budget as every other model (presets/leaderboard.yaml; `--max_steps`,
@@ -40,14 +41,15 @@ were drawn over their batch's padded length.
 
 import argparse
 import os
+import textwrap
 
 from lengthgen.cli import ArgumentParser, UsageError, check_positive, writable_folder
 from lengthgen.data.export import parse_params
 from lengthgen.leaderboard.grid import run_grid
-from lengthgen.leaderboard.models import model_names_help
+from lengthgen.leaderboard.models import MODELS, model_names_help
 from lengthgen.leaderboard.protocol import PROTOCOLS, parse_shard, protocol
 from lengthgen.leaderboard.tables import write_leaderboard
-from lengthgen.leaderboard.tasks import DATA_SCALES
+from lengthgen.leaderboard.tasks import DATA_SCALES, task_names
 
 
 def main(argv=None):
@@ -65,7 +67,7 @@ def main(argv=None):
     parser.add_argument("--learning_rates", type=float, nargs="+",
                         help="a run at each of these peak rates (default: the budget's one rate, or the protocol's)")
     parser.add_argument("--shard", help="I/N: run only the cells of shard I of N")
-    parser.add_argument("--output_dir", required=True, type=writable_folder)
+    parser.add_argument("--output_dir", type=writable_folder, help="where the cells and tables go (required)")
     parser.add_argument("--data_scale", choices=sorted(DATA_SCALES),
                         help="small (the default): a CPU leaderboard's generating parameters (Chomsky train <= 20, "
                              "test 21-100); paper: the builders' defaults (Chomsky train <= 40, test 41-500)")
@@ -85,7 +87,13 @@ def main(argv=None):
                              "their scores the same on the same CPU and threads), or with randomized positions drawn "
                              "over a batch's padded length")
     parser.add_argument("--leaderboard_only", action="store_true", help="rewrite the leaderboard from the cells")
+    parser.add_argument("--list", action="store_true", help="list the models, tasks and protocols by name, and exit")
     args = parser.parse_args(argv)
+    if args.list:
+        print(names_table())
+        return
+    if args.output_dir is None:
+        raise UsageError("--output_dir is required: the folder of the cells and tables.")
     check_positive({"--seeds": args.seeds, "--max_steps": args.max_steps, "--threads": args.threads,
                     "--workers": args.workers,
                     "--per_device_train_batch_size": args.per_device_train_batch_size,
@@ -125,3 +133,18 @@ def main(argv=None):
     failed = [r for r in records if r["status"] != "ok"]
     print(f"{len(records) - len(failed)} cells done, {len(failed)} failed; "
           f"{os.path.join(args.output_dir, 'leaderboard.md')}")
+
+
+def names_table() -> str:
+    """The models of presets/leaderboard.yaml with their descriptions, the generated tasks, the protocols."""
+    width = max(map(len, [*MODELS, *PROTOCOLS]))
+
+    def entry(name, text):
+        return textwrap.fill(text, 118, initial_indent=f"  {name:<{width}}  ", subsequent_indent=" " * (width + 4))
+
+    lines = ["models (--models; also hf:PATH_OR_HUB_ID or a transformers model type):"]
+    lines += [entry(name, description) for name, description in MODELS.items()]
+    lines += ["tasks (--tasks; also hf:PATH_OR_HUB_ID[:CONFIG]):",
+              textwrap.fill(" ".join(task_names()), 118, initial_indent="  ", subsequent_indent="  ")]
+    lines += ["protocols (--protocol):"] + [entry(name, PROTOCOLS[name].description) for name in sorted(PROTOCOLS)]
+    return "\n".join(lines)

@@ -4,15 +4,14 @@ from dataclasses import dataclass, field
 
 from lengthgen.cli import UsageError, local_path_or_hub_id
 from lengthgen.data.chomsky_hierarchy import is_chomsky_hierarchy
-from lengthgen.data.export import BUILDERS, builder_config, load_splits
+from lengthgen.data.export import BUILDERS, GENERATED, builder_config, load_splits
 from lengthgen.presets import load_table
 
 DATA_SCALES = load_table("leaderboard")["_data_scales"]  # generating parameters per builder, per scale
-LEADERBOARD_BUILDERS = [name for name in BUILDERS if name != "ptb_inductive"]  # PTB needs a corpus download
 
 
 def task_names() -> list[str]:
-    return [f"{name}/{config.name}" for name in LEADERBOARD_BUILDERS for config in BUILDERS[name].BUILDER_CONFIGS]
+    return [f"{name}/{config.name}" for name in GENERATED for config in BUILDERS[name].BUILDER_CONFIGS]
 
 
 @dataclass
@@ -43,7 +42,7 @@ def resolve_task(name: str, data_scale: str = "small") -> Task:
         local_path_or_hub_id(path, "--tasks hf:")
         return Task(name, path, config or None)
     dataset, _, config = name.partition("/")
-    if dataset in LEADERBOARD_BUILDERS:
+    if dataset in GENERATED:
         configs = [c.name for c in BUILDERS[dataset].BUILDER_CONFIGS]
         config = config or BUILDERS[dataset].DEFAULT_CONFIG_NAME or configs[0]
         if config in configs:

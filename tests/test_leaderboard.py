@@ -740,6 +740,26 @@ def test_a_protocol_without_models_runs_its_board(tmp_path, monkeypatch):
         main(["--tasks", "chomsky_hierarchy/parity_check", "--output_dir", str(tmp_path)])
 
 
+
+def test_list_names_every_model_task_and_protocol_with_its_description(capsys, monkeypatch):
+    """`--list` prints each model of presets/leaderboard.yaml with its description, every generated task and each
+    protocol with its description, runs nothing and needs no --output_dir; without --list, --output_dir is asked for
+    by name."""
+    import lengthgen.commands.leaderboard as command
+    from lengthgen.leaderboard.protocol import PROTOCOLS
+    from lengthgen.leaderboard.tasks import task_names
+
+    monkeypatch.setattr(command, "run_grid", lambda *args, **kwargs: pytest.fail("--list ran the grid"))
+    main(["--list"])
+    out = " ".join(capsys.readouterr().out.split())  # descriptions are wrapped over lines
+    for name, description in leaderboard.MODELS.items():
+        assert f"{name} {' '.join(description.split())}" in out
+    for name, chosen in PROTOCOLS.items():
+        assert f"{name} {' '.join(chosen.description.split())}" in out
+    assert all(f" {task} " in f"{out} " for task in task_names())
+    with pytest.raises(UsageError, match="--output_dir is required"):
+        main(["--models", "lstm", "--tasks", "ctl"])
+
 def test_a_protocols_task_params_reach_only_their_task_and_a_flag_wins(tmp_path, monkeypatch):
     """The chomsky protocol gives stack manipulation and the binary tasks their code's answers: the command passes
     its task_params on (less a key --dataset_param sets), and the grid gives each task its own parameters over those
