@@ -62,10 +62,8 @@ def model_card(repo_id: str, config: dict, result: ExperimentResult, has_plot: b
     lines = [
         "---", data.to_yaml(), "---", "",
         f"# {name}", "",
-        f"`{config['architectures'][0]}` (`{config['model_type']}`) trained with lengthgen on `{dataset['name']}`"
-        + (f" / `{dataset['config']}`" if dataset["config"] else "") + ", a task split by length or depth: the "
-        "evaluation splits are longer or deeper than anything seen in training"
-        + (f" (training difficulties {trained_on[0]}-{trained_on[1]})." if trained_on else "."),
+        f"`{config['architectures'][0]}` (`{config['model_type']}`) trained with lengthgen on "
+        + result.task_sentence(f" (training difficulties {trained_on[0]}-{trained_on[1]})" if trained_on else ""),
     ]
     if config["model_type"] in PAPERS:
         lines += ["", f"Paper: {PAPERS[config['model_type']]}."]
@@ -74,13 +72,8 @@ def model_card(repo_id: str, config: dict, result: ExperimentResult, has_plot: b
         f"from transformers import {auto_class}, AutoTokenizer",
         f'model = {auto_class}.from_pretrained("{repo_id}", trust_remote_code=True)   # or `import lengthgen.modeling`',
         f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}")',
-        "```", "", "## Results", "",
-        "| split | difficulty | accuracy |", "| --- | --- | --- |",
+        "```", "", "## Results", "", *result.markdown_table(),
     ]
-    for split, table in result.table().items():
-        lines += [
-            f"| {split} | {key} | {table[key]:.4f} |" for key in sorted(table, key=lambda k: (k == "all", k.zfill(4)))
-        ]
     if has_plot:
         lines += ["", f"![accuracy against length or depth]({PLOT})"]
     lines += ["", "## Training", ""]

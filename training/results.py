@@ -54,6 +54,23 @@ class ExperimentResult:
         return {split: {key: entry[metric] for key, entry in table.items() if metric in entry}
                 for split, table in self.scores.items()}
 
+    def markdown_table(self, metric: str = "accuracy") -> list[str]:
+        """The scores as the lines of a Markdown table for model cards: per split, each difficulty in order, then all
+        its examples."""
+        lines = ["| split | difficulty | accuracy |", "| --- | --- | --- |"]
+        for split, table in self.table(metric).items():
+            lines += [f"| {split} | {key} | {table[key]:.4f} |"
+                      for key in sorted(table, key=lambda k: (k == "all", k.zfill(4)))]
+        return lines
+
+    def task_sentence(self, detail: str = "") -> str:
+        """What the model was trained on, for model cards: the dataset, its config and what a length split is;
+        `detail` goes before the full stop."""
+        dataset = self.dataset
+        return (f"`{dataset['name']}`" + (f" / `{dataset['config']}`" if dataset["config"] else "")
+                + ", a task split by length or depth: the evaluation splits are longer or deeper than anything seen in "
+                + f"training{detail}.")
+
     def summary(self, metric: str = "accuracy") -> str:
         """The scores as a few lines for a terminal: per split, the score over all its examples, then per
         difficulty."""

@@ -582,15 +582,11 @@ def write_model_card(trainer, result: ExperimentResult):
         dataset=f"{dataset['name']} ({dataset['config']})" if dataset["config"] else dataset["name"],
         tags=["lengthgen", "length-generalization", result.model_type],
     )
-    lines = ["", "## lengthgen", "", f"Trained and evaluated with lengthgen on `{dataset['name']}`"
-             + (f" / `{dataset['config']}`" if dataset["config"] else "")
-             + ", a task split by length or depth: the evaluation splits are longer or deeper than training."]
+    lines = ["", "## lengthgen", "", f"Trained and evaluated with lengthgen on {result.task_sentence()}"]
     if result.model_type in PAPERS:
         lines += ["", f"Paper: {PAPERS[result.model_type]}."]
-    rows = [(split, key, value) for split, table in result.table().items() for key, value in table.items()]
-    if rows:
-        lines += ["", "| evaluation set | difficulty | accuracy |", "| --- | --- | --- |"]
-        lines += [f"| {split} | {key} | {value:.4f} |" for split, key, value in rows]
+    if result.scores:
+        lines += ["", *result.markdown_table()]
     with open(os.path.join(trainer.args.output_dir, "README.md"), "a") as f:
         f.write("\n".join(lines) + "\n")
 
