@@ -84,6 +84,21 @@ def scores_by_difficulty(predicted, labels, difficulties, confidences=None, igno
     return table
 
 
+def scored_rows(split: str, rows, eval_rows: int | None = None, eval_train_rows: int | None = None,
+                train_rows: int | None = None):
+    """The rows of split `split` (a `datasets.Dataset`) that an evaluation scores: the first `eval_rows` of an
+    evaluation split (all without it); of `train`, `eval_train_rows` rows drawn with seed 0, the same for every run,
+    from its first `train_rows` (all without it). The training run and `lengthgen verify` both draw them here."""
+    if split != "train":
+        return rows.select(range(min(eval_rows, len(rows)))) if eval_rows is not None else rows
+    if train_rows:
+        rows = rows.select(range(min(train_rows, len(rows))))
+    if eval_train_rows:
+        rows = rows.shuffle(seed=0)
+        rows = rows.select(range(min(eval_train_rows, len(rows))))
+    return rows
+
+
 def spread_over_seeds(tables: list[dict]) -> dict:
     """{key: {"mean", "std", "values"}} over several seeds' {key: value} tables: the mean and the sample standard
     deviation (0 for one seed) of each key's values, a key missing from some seeds taken over the others."""
@@ -95,4 +110,5 @@ def spread_over_seeds(tables: list[dict]) -> dict:
     return spread
 
 
-__all__ = ["NUM_BINS", "calibration_bins", "expected_calibration_error", "scores_by_difficulty", "spread_over_seeds"]
+__all__ = ["NUM_BINS", "calibration_bins", "expected_calibration_error", "scored_rows", "scores_by_difficulty",
+           "spread_over_seeds"]

@@ -13,7 +13,7 @@ import sys
 
 from lengthgen.cli import UsageError
 from lengthgen.data.answer_slots import answer_end_token, answer_slot_ids
-from lengthgen.data.scoring import scores_by_difficulty
+from lengthgen.data.scoring import scored_rows, scores_by_difficulty
 
 CARD_ROUNDING = 5e-5  # cards state accuracies to 4 decimals
 
@@ -35,21 +35,15 @@ def card_accuracy(card, folder: str, split: str) -> float:
 def generated_rows(card, split: str) -> list[dict]:
     """The split the card names, generated again by its lengthgen builder with the card's generating parameters;
     the rows its results were measured on: the first `eval_rows` of an evaluation split, `eval_train_rows` training
-    rows drawn with seed 0 from the first `train_rows` (as `lengthgen.training.runner` draws them), where the card
-    names them."""
+    rows drawn with seed 0 from the first `train_rows`, where the card names them (`scored_rows`, as the training run
+    draws them)."""
     from lengthgen.data.export import load_splits, parse_params
 
     result = card.data.eval_results[0]
     metadata = card.data.to_dict()
     params = parse_params(metadata.get("dataset_params", []))
-    rows = load_splits(result.dataset_type, result.dataset_config, params)[split]
-    if split == "train" and metadata.get("eval_train_rows"):
-        if metadata.get("train_rows"):
-            rows = rows.select(range(min(metadata["train_rows"], len(rows))))
-        rows = rows.shuffle(seed=0)
-        rows = rows.select(range(min(metadata["eval_train_rows"], len(rows))))
-    elif split != "train" and metadata.get("eval_rows"):
-        rows = rows.select(range(min(metadata["eval_rows"], len(rows))))
+    rows = scored_rows(split, load_splits(result.dataset_type, result.dataset_config, params)[split],
+                       metadata.get("eval_rows"), metadata.get("eval_train_rows"), metadata.get("train_rows"))
     return [{"input": i, "target": t} for i, t in zip(rows["input"], rows["target"])]
 
 

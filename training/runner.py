@@ -44,7 +44,7 @@ from transformers.trainer_utils import TrainOutput, has_length
 from lengthgen.cli import UsageError
 from lengthgen.data.answer_slots import answer_end_token, encode_answer_slots
 from lengthgen.data.export import load_splits
-from lengthgen.data.scoring import scores_by_difficulty
+from lengthgen.data.scoring import scored_rows, scores_by_difficulty
 
 from . import models
 from .arguments import log_under_output_dir, time_budget
@@ -360,12 +360,10 @@ def quiet_logs():
 def evaluation_sets(splits, data_args) -> dict:
     """Every split but `train` (the first `max_eval_samples` rows of each), then a sample of `eval_train_samples`
     training rows as `train` (drawn with seed 0, the same for every run)."""
-    sets = {name: dataset for name, dataset in splits.items() if name != "train"}
-    if data_args.max_eval_samples is not None:
-        sets = {name: d.select(range(min(data_args.max_eval_samples, len(d)))) for name, d in sets.items()}
+    sets = {name: scored_rows(name, dataset, eval_rows=data_args.max_eval_samples)
+            for name, dataset in splits.items() if name != "train"}
     if data_args.eval_train_samples and "train" in splits:
-        sample = splits["train"].shuffle(seed=0)
-        sets["train"] = sample.select(range(min(data_args.eval_train_samples, len(sample))))
+        sets["train"] = scored_rows("train", splits["train"], eval_train_rows=data_args.eval_train_samples)
     return sets
 
 
