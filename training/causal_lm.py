@@ -53,7 +53,7 @@ from lengthgen.modeling import (
 
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
-from .results import written_whole
+from .results import RECURRENCE_PAPER, written_whole
 from .runner import guard_recurrent_run, train_and_save, upload_output_dir
 from .sharding import check_launch, shards_parameters
 from .windows import document_runs
@@ -429,8 +429,7 @@ def train_and_evaluate(model_args: RecurrentLMArguments, data_args: DocumentArgu
             f.write(
                 f"\n## lengthgen\n\nA causal LM with window-level recurrence (`{model.config.model_type}`, recurrence "
                 f"{'on' if model.config.use_recurrence else 'off'}, window {window}, trained with overlap {overlap}): "
-                "Yoshida, Ettinger and Gimpel, *Adding Recurrence to Pretrained Transformers for Improved Efficiency "
-                "and Context Size* (arXiv:2008.07027, 2020).\n"
+                f"{RECURRENCE_PAPER}.\n"
             )
             if rows:
                 f.write("\n| split | overlap | perplexity per word | perplexity per token | FLOPs/token |\n"

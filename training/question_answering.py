@@ -44,7 +44,7 @@ from lengthgen.modeling import (
 
 from .arguments import TrainingArguments, check_model_paths, log_under_output_dir, parse_command_line, time_budget
 from .models import recurrence_fields
-from .results import written_whole
+from .results import RECURRENCE_PAPER, written_whole
 from .runner import guard_recurrent_run, train_and_save, upload_output_dir
 
 logger = logging.getLogger(__name__)
@@ -291,8 +291,7 @@ def train_and_evaluate(model_args: RecurrentQAArguments, data_args: HotpotQAArgu
         with open(os.path.join(training_args.output_dir, "README.md"), "a") as f:
             f.write(
                 "\n## lengthgen\n\nRoBERTa with window-level recurrence (`roberta_recurrent`, recurrence "
-                f"{'on' if model.config.use_recurrence else 'off'}): Yoshida et al. 2020, *Adding Recurrence to "
-                "Pretrained Transformers*, §5.4.\n"
+                f"{'on' if model.config.use_recurrence else 'off'}): {RECURRENCE_PAPER}, §5.4.\n"
             )
             if "eval_f1" in all_metrics:
                 f.write(f"\nHotpotQA distractor dev, answer only: F1 {all_metrics['eval_f1']:.2f}, "

@@ -31,6 +31,9 @@ PAPERS = {
     "lstm_classifier": "Abnar, Dehghani and Zuidema, *Transferring Inductive Biases through Knowledge Distillation* "
     "(arXiv:2006.00555, 2020)",
 }
+# window-level recurrence, for every family it wraps
+RECURRENCE_PAPER = ("Yoshida, Ettinger and Gimpel, *Adding Recurrence to Pretrained Transformers for Improved "
+                    "Efficiency and Context Size* (arXiv:2008.07027, 2020)")
 # the Hub's pipeline tag of each head
 PIPELINE_TAGS = {"classification": "text-classification", "masked_lm": "fill-mask", "answer_slots": "fill-mask"}
 
