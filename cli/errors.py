@@ -123,7 +123,11 @@ def check_hub_id(value: str, flag: str, what: str = "repo id") -> None:
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
+    if what == "namespace" and "/" in value:
+        raise UsageError(f"{flag} {value!r} is not a Hub {what}: a user or organisation name, without '/' (each "
+                         f"upload goes to {value.split('/')[0]}/NAME)")
     try:
         validate_repo_id(f"{value}/x" if what == "namespace" else value)
     except HFValidationError as error:
-        raise UsageError(f"{flag} {value!r} is not a Hub {what}: {str(error).splitlines()[0]}") from None
+        reason = str(error).splitlines()[0].replace(f"'{value}/x'", repr(value))  # the name as the user typed it
+        raise UsageError(f"{flag} {value!r} is not a Hub {what}: {reason}") from None

@@ -50,8 +50,14 @@ def ptb_file(source: str, split: str = "train") -> str:
     if source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UsageError(f"source={source}: no such folder (a PTB folder, a URL prefix or a Hub dataset id)")
     from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
-    return hf_hub_download(repo_id=source, filename=filename, repo_type="dataset")
+    try:
+        return hf_hub_download(repo_id=source, filename=filename, repo_type="dataset")
+    except (HfHubHTTPError, LocalEntryNotFoundError) as error:  # not found, or offline without it in the cache
+        reason = str(error).strip().splitlines()[0]
+        raise UsageError(f"source={source}: no such folder here, and the Hub dataset {source!r} gave no {filename} "
+                         f"({type(error).__name__}: {reason})") from error
 
 
 def sentence_tokens(words: list[str], level: str) -> list[list[str]]:

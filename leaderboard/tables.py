@@ -491,7 +491,8 @@ def write_leaderboard(output_dir: str) -> str:
                 os.remove(os.path.join(output_dir, "plots", plot_name))
             low, high = ok_cells[0]["train_difficulties"]
             scored = ok_cells[0]["score_difficulties"]
-            data = ", ".join(f"{k}={v}" for k, v in ok_cells[0]["data_parameters"].items()) or "the builder's defaults"
+            data = ", ".join(f"{k}={v}" for k, v in ok_cells[0]["data_parameters"].items()) or (
+                "the dataset's rows as they are" if task.startswith("hf:") else "the builder's defaults")
             lines += [
                 f"Trained on difficulties {low}-{high}; score = mean {ok_cells[0]['metric'].replace('_', ' ')} over "
                 f"{scored[0]}-{scored[-1]} ({len(scored)} difficulties)." if scored

@@ -113,8 +113,10 @@ def release(output_dir: str, repo_id: str, target: str | None = None, push: bool
 
 
 def is_release_folder(folder: str) -> bool:
-    """A folder `release` wrote (or one shipped in checkpoints/): model, code and a model card, no training outputs."""
+    """A folder `release` wrote (or one shipped in checkpoints/): model (config and weights), code and a model card, no
+    training outputs."""
     return os.path.isfile(os.path.join(folder, "README.md")) and os.path.isfile(os.path.join(folder, "config.json")) \
+        and bool(weight_files(folder)) \
         and not any(os.path.isfile(os.path.join(folder, name)) for name in (RESULTS_FILE, "training_args.bin"))
 
 

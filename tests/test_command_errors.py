@@ -96,7 +96,7 @@ def test_lengthgen_train(capsys, tmp_path, nothing_loads):
     line = error_line(capsys, train.main, [*base[:2], *model, "--dataset_name", "chomsky_hierarch"], "lengthgen train")
     assert "'chomsky_hierarch' is not a lengthgen builder (did you mean 'chomsky_hierarchy'?)" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_train", "false"], "lengthgen train")
-    assert "Nothing to evaluate: without training (--do_train not given, or false), give the trained model" in line
+    assert "Nothing to evaluate: without training (--do_train, training.do_train in a spec, not given or false)" in line
     line = error_line(capsys, train.main, [*base, *model, "--do_predict"], "lengthgen train")
     assert "--do_predict: --do_eval scores every split but train, the test split included" in line
     line = error_line(capsys, train.main, [*base, *model, "--masked_lm_loss", "all"], "lengthgen train")
@@ -238,7 +238,10 @@ def test_lengthgen_data(capsys, tmp_path):
     assert "--push_to_hub 'my repo' is not a Hub repo id" in line
     line = error_line(capsys, main, ["export", "--all", "--output_dir", str(tmp_path), "--push_to_hub", "my org"],
                       "lengthgen data")
-    assert "--push_to_hub 'my org' is not a Hub namespace" in line
+    assert "--push_to_hub 'my org' is not a Hub namespace" in line and "'my org/x'" not in line
+    line = error_line(capsys, main, ["export", "--all", "--output_dir", str(tmp_path), "--push_to_hub", "you/x"],
+                      "lengthgen data")
+    assert "--push_to_hub 'you/x' is not a Hub namespace: a user or organisation name, without '/'" in line
     line = error_line(capsys, main, [*export, "--dataset_parm", "train_size=8"], "lengthgen data")
     assert "unrecognized arguments: --dataset_parm train_size=8 (did you mean --dataset_param?)" in line  # export's
     (tmp_path / "a-file").write_text("mine")
@@ -259,6 +262,9 @@ def test_lengthgen_release_and_verify(capsys, tmp_path):
     assert "already a release folder" in line and "--push" in line
     assert "holds no trained model" in error_line(
         capsys, main, [str(tmp_path), "--repo_id", "me/x"], "lengthgen release")
+    # a card and a config without weights (a config folder) is not a release to upload as it is
+    assert "hub_configs/ndr-ctl holds no trained model: model.safetensors missing" in error_line(
+        capsys, main, [os.path.join(REPO, "hub_configs", "ndr-ctl"), "--repo_id", "me/x"], "lengthgen release")
     assert "holds no model card" in error_line(capsys, verify.main, [str(tmp_path)], "lengthgen verify")
     assert f"{tmp_path / 'nosuch'}: no such folder" in error_line(capsys, verify.main, [str(tmp_path / "nosuch")],
                                                                   "lengthgen verify")

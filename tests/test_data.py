@@ -273,6 +273,11 @@ def test_ptb_source_as_hub_dataset_id(tmp_path, monkeypatch):
     builder.download_and_prepare()
     assert asked == [("someone/ptb", "ptb.train.txt", "dataset")]
     assert len(builder.as_dataset()["train"]) > 0
+    monkeypatch.undo()
+    # a relative folder name that does not exist reads as a Hub id: the Hub's answer (offline here) in one line
+    with pytest.raises(UsageError, match="source=ptb_typo: no such folder here, and the Hub dataset 'ptb_typo' gave "
+                                         "no ptb.train.txt \\(LocalEntryNotFoundError: "):
+        PTBInductive(config_name="char", source="ptb_typo", cache_dir=str(tmp_path / "b")).download_and_prepare()
 
 
 def test_ptb_source_as_url_prefix(monkeypatch):

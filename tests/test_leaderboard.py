@@ -478,6 +478,8 @@ def test_any_dataset_with_the_columns_by_path(tmp_path):
     records = leaderboard.run_grid(["lstm"], [f"hf:{folder}:even_pairs"], 1, str(tmp_path / "out"), {"max_steps": 3})
     assert records[0]["status"] == "ok" and records[0]["score_difficulties"] == [5, 6, 7, 8]
     assert records[0]["metric"] == "token_accuracy"  # the Chomsky tasks, exported, are scored per token as generated
+    page = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "Data: the dataset's rows as they are." in page and "the builder's defaults" not in page
     (tmp_path / "data" / "ctl").mkdir()
     assert leaderboard.resolve_task(f"hf:{tmp_path / 'data' / 'ctl'}:backward").metric == "accuracy"
 

@@ -166,6 +166,22 @@ def test_packing_refuses_more_than_the_parts_allowed_and_names_the_size(tmp_path
         pieces.unpack_checkpoint(str(tmp_path), str(tmp_path / "restored"))
 
 
+
+def test_the_pieces_folder_keeps_only_the_latest_archive(tmp_path):
+    """A run packed again and again into one folder leaves one archive there, its latest checkpoint's, which unpacks
+    whole: an earlier checkpoint's parts are removed, and so is a part left over from packing the same checkpoint
+    when it was larger (it would be read as the archive's tail)."""
+    out = tmp_path / "pieces"
+    for step, size in ((3, 30_000), (7, 30_000), (7, 1_500)):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir(exist_ok=True)
+        (folder / "weights.bin").write_bytes(bytes([step]) * size)
+        paths = pieces.pack_checkpoint(str(folder), str(out), part_bytes=16_384, max_parts=8)
+        assert sorted(os.listdir(out)) == sorted(os.path.basename(p) for p in paths)
+    assert sorted(os.listdir(out)) == ["checkpoint-7.tar.part00"]  # a tar of 1,500 bytes takes 10 KiB: one part
+    restored = pieces.unpack_checkpoint(str(out), str(tmp_path / "restored"))
+    assert (tmp_path / "restored" / os.path.basename(restored) / "weights.bin").read_bytes() == bytes([7]) * 1500
+
 @pytest.mark.parametrize("config, dataset, params", [
     ("ndr-ctl", "ctl", ["train_size=80", "validation_iid_size=8", "validation_size=8", "test_size=8"]),
     ("ndr-simple-arithmetic", "simple_arithmetic", ["train_size=64", "validation_size=8", "test_size=8"]),

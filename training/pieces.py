@@ -98,8 +98,10 @@ def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_b
     """Write `checkpoint_dir` (and `extra_files`, stored by base name beside it) as one tar archive cut into parts of at
     most `part_bytes`: `target_dir/<checkpoint name>.tar.part00`, `.part01`, ... The best checkpoint its
     trainer_state.json names (`best_global_step`), where it is another folder beside it, goes into the archive too,
-    less its optimizer, scheduler and RNG states. Returns the parts' paths; raises ValueError, writing nothing, when
-    more than `max_parts` would be needed."""
+    less its optimizer, scheduler and RNG states. Once every part is written, the archives of earlier checkpoints (and
+    any part left over from an earlier packing of this one) are removed from `target_dir`: it holds one archive, the
+    run's latest, within the budget of `max_parts`. Returns the parts' paths; raises ValueError, writing nothing,
+    when more than `max_parts` would be needed."""
     buffer = io.BytesIO()
     name = os.path.basename(os.path.normpath(checkpoint_dir))
     best = best_checkpoint_beside(checkpoint_dir)
@@ -122,6 +124,8 @@ def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_b
         with written_whole(path, "wb") as f:
             f.write(data[index * part_bytes : (index + 1) * part_bytes])
         paths.append(path)
+    for stale in set(glob.glob(os.path.join(target_dir, "checkpoint-*.tar.part*"))) - set(paths):
+        os.remove(stale)
     return paths
 
 

@@ -426,8 +426,8 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
         raise UsageError("--do_predict: --do_eval scores every split but train, the test split included, by "
                          "difficulty; give --do_eval.")
     if not training_args.do_train and not model_args.model_name_or_path:
-        raise UsageError("Nothing to evaluate: without training (--do_train not given, or false), give the trained "
-                         "model with --model_name_or_path.")
+        raise UsageError("Nothing to evaluate: without training (--do_train, training.do_train in a spec, not given or "
+                         "false), give the trained model with --model_name_or_path.")
     if save:
         guard_output_dir(training_args, recorded)
     if splits is None:
