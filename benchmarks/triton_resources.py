@@ -20,6 +20,7 @@ specialisations Triton makes at run time, for every launch configuration (rows p
 """
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -85,25 +86,30 @@ class _CompileOnly:
 @contextlib.contextmanager
 def _compiling_instead_of_launching(capability: int):
     """While the context holds, a launch of either kernel compiles it for `capability` and records the binary under
-    the kernel's name in the dict the context yields."""
+    the kernel's name in the dict the context yields. Each kernel's per-device caches (target, binder, binaries) are
+    fresh inside and restored after, so that neither this GPU's target nor its binaries outlive the context."""
     from triton.runtime import driver
 
     binaries, previous = {}, driver._active
-    names = ("_forward_kernel", "_backward_kernel")
-    for name in names:
-        kernel = getattr(kernels, name)
-
-        def compile_only(*args, grid, warmup, _kernel=kernel, _name=name, **options):
-            binaries[_name] = type(_kernel).run(_kernel, *args, grid=grid, warmup=True, **options)
-
-        kernel.run = compile_only
-    driver.set_active(_CompileOnly(capability))
+    kept = {}
     try:
+        driver.set_active(_CompileOnly(capability))
+        for name in ("_forward_kernel", "_backward_kernel"):
+            kernel = getattr(kernels, name)
+
+            def compile_only(*args, grid, warmup, _kernel=kernel, _name=name, **options):
+                binaries[_name] = type(_kernel).run(_kernel, *args, grid=grid, warmup=True, **options)
+
+            kept[name] = kernel.device_caches
+            kernel.device_caches = collections.defaultdict(kernel.create_binder)
+            kernel.run = compile_only
         yield binaries
     finally:
         driver.set_active(previous)
-        for name in names:
-            del getattr(kernels, name).run
+        for name, caches in kept.items():
+            kernel = getattr(kernels, name)
+            kernel.device_caches = caches
+            del kernel.run
 
 
 def compiled(dtype: torch.dtype, block: int, warps: int, capability: int = 90, head_size: int = 32,

@@ -50,11 +50,11 @@ def ptb_file(source: str, split: str = "train") -> str:
     if source.startswith((".", "/", "~")) or source.count("/") > 1:
         raise UsageError(f"source={source}: no such folder (a PTB folder, a URL prefix or a Hub dataset id)")
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError, LocalEntryNotFoundError
 
     try:
         return hf_hub_download(repo_id=source, filename=filename, repo_type="dataset")
-    except (HfHubHTTPError, LocalEntryNotFoundError) as error:  # not found, or offline without it in the cache
+    except (HfHubHTTPError, HFValidationError, LocalEntryNotFoundError) as error:  # not a repo id, not found, offline
         reason = str(error).strip().splitlines()[0]
         raise UsageError(f"source={source}: no such folder here, and the Hub dataset {source!r} gave no {filename} "
                          f"({type(error).__name__}: {reason})") from error

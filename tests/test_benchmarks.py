@@ -135,7 +135,11 @@ def test_triton_resources_compiles_the_kernels_for_an_h100_without_one(capsys):
     per streaming multiprocessor follow CUDA's occupancy rules (hand-worked below)."""
     pytest.importorskip("triton")
     resources = benchmark("triton_resources")
+    kernel = resources.kernels._forward_kernel
+    caches = kernel.device_caches
     record = resources.main(["--configs", "16x4", "--dtypes", "bfloat16", "float64"])
+    # the kernels launch as before afterwards: no compile-only launcher, no cached GPU target of the stand-in driver
+    assert "run" not in vars(kernel) and kernel.device_caches is caches
     rows = record["results"]
     assert [(r["kernel"], r["dtype"]) for r in rows] == [
         ("forward", "bfloat16"), ("backward", "bfloat16"), ("forward", "float64"), ("backward", "float64")]

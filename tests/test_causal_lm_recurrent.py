@@ -742,11 +742,13 @@ def test_cached_generate_and_streaming_with_memory_tokens_and_plain_windows(fami
 @pytest.mark.parametrize("family, fields", [("llama", {}), ("qwen3_5_text", {"carry_layer_states": True}),
                                             ("llama", {"num_memory_tokens": 2}), ("minimax", {})])
 def test_generate_continues_the_documents_of_a_recurrent_state(family, fields):
-    """`generate(next_ids, recurrent_state=state)` continues the text `state` read (here a prompt read in two calls)
-    as `generate` on the whole text does, each document's state repeated with its prompt for `num_return_sequences`;
-    the state can be continued again (a call leaves the cache it was given as it was)."""
+    """`generate(next_ids, recurrent_state=state)` continues the text `state` read (here a prompt read in two calls,
+    then one token that does not fill the window: the state's cache is read, also where a call of several tokens
+    runs its window afresh, as MiniMax's does) as `generate` on the whole text does, each document's state repeated
+    with its prompt for `num_return_sequences`; the state can be continued again (a call leaves the cache it was
+    given as it was)."""
     model, _ = models(family, **fields)
-    x = tokens(13)
+    x = tokens(10)
     greedy = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
     whole = model.generate(x, attention_mask=torch.ones_like(x), **greedy)  # token 0 is not padding here
     with torch.no_grad():
@@ -757,7 +759,8 @@ def test_generate_continues_the_documents_of_a_recurrent_state(family, fields):
                               **{**greedy, "do_sample": True, "top_k": 1, "num_return_sequences": 2})
     assert torch.equal(repeated, whole[:, 9:].repeat_interleave(2, dim=0))
     for _ in range(2):
-        continued = model.generate(x[:, 9:], attention_mask=torch.ones_like(x[:, 9:]), recurrent_state=state, **greedy)
+        continued = model.generate(x[:, 9:], attention_mask=torch.ones_like(x[:, 9:]), recurrent_state=state,
+                                   **greedy)
         assert torch.equal(continued, whole[:, 9:])
 
 

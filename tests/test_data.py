@@ -278,6 +278,9 @@ def test_ptb_source_as_hub_dataset_id(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="source=ptb_typo: no such folder here, and the Hub dataset 'ptb_typo' gave "
                                          "no ptb.train.txt \\(LocalEntryNotFoundError: "):
         PTBInductive(config_name="char", source="ptb_typo", cache_dir=str(tmp_path / "b")).download_and_prepare()
+    with pytest.raises(UsageError, match="source=no such dir: no such folder here, and the Hub dataset 'no such dir' "
+                                         "gave no ptb.train.txt \\(HFValidationError: "):  # not even a repo id
+        PTBInductive(config_name="char", source="no such dir", cache_dir=str(tmp_path / "c")).download_and_prepare()
 
 
 def test_ptb_source_as_url_prefix(monkeypatch):

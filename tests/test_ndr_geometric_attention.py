@@ -338,7 +338,8 @@ def test_triton_path_multiplies_in_bfloat16_under_autocast(monkeypatch):
     products and SDPA theirs. The NDR's attention adds a float32 parameter (its query bias) to its bfloat16 query,
     which comes out float32: that query is rounded to bfloat16 once and the keys and values go in as they lie, where
     mixed dtypes would take all three to float32 (products off the tensor cores). Without autocast mixed dtypes are
-    computed in float32. The forward kernel's launch is stubbed and records the tensors it is given."""
+    computed in float32; float64 stays float64 under autocast too. The forward kernel's launch is stubbed and records
+    the tensors it is given."""
     pytest.importorskip("triton")
     from lengthgen.modeling import NDRConfig
     from lengthgen.modeling.ndr import modeling_ndr
@@ -370,6 +371,9 @@ def test_triton_path_multiplies_in_bfloat16_under_autocast(monkeypatch):
         assert launched[-1][1].data_ptr() == key.data_ptr() and launched[-1][2].data_ptr() == value.data_ptr()
     context = geometric_module._triton_attention(query, key, value, None, True, None, 1.0)
     assert [x.dtype for x in launched[-1]] == [torch.float32] * 3 and context.dtype == torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast leaves float64 alone, as in its matrix products
+        context = geometric_module._triton_attention(*(x.double() for x in (query, key, value)), None, True, None, 1.0)
+    assert [x.dtype for x in launched[-1]] == [torch.float64] * 3 and context.dtype == torch.float64
 
 @pytest.mark.parametrize("n", [70, 300])
 def test_fused_kernel_at_one_and_two_threads_and_in_every_instruction_set(monkeypatch, n):

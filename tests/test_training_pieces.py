@@ -167,20 +167,28 @@ def test_packing_refuses_more_than_the_parts_allowed_and_names_the_size(tmp_path
 
 
 
-def test_the_pieces_folder_keeps_only_the_latest_archive(tmp_path):
-    """A run packed again and again into one folder leaves one archive there, its latest checkpoint's, which unpacks
-    whole: an earlier checkpoint's parts are removed, and so is a part left over from packing the same checkpoint
-    when it was larger (it would be read as the archive's tail)."""
+def test_the_pieces_folder_keeps_one_archive_per_run(tmp_path):
+    """A run packed again and again into one folder leaves its latest archive there, which unpacks whole: its earlier
+    checkpoints' parts are removed (the run known by the output folder its training_args.bin names), and so is a part
+    left over from packing the same checkpoint when it was larger (it would be read as the archive's tail). Another
+    run's archive in the same folder stays."""
     out = tmp_path / "pieces"
-    for step, size in ((3, 30_000), (7, 30_000), (7, 1_500)):
-        folder = tmp_path / f"checkpoint-{step}"
-        folder.mkdir(exist_ok=True)
+
+    def pack(run, step, size):
+        folder = tmp_path / run / f"checkpoint-{step}"
+        folder.mkdir(parents=True, exist_ok=True)
         (folder / "weights.bin").write_bytes(bytes([step]) * size)
-        paths = pieces.pack_checkpoint(str(folder), str(out), part_bytes=16_384, max_parts=8)
-        assert sorted(os.listdir(out)) == sorted(os.path.basename(p) for p in paths)
-    assert sorted(os.listdir(out)) == ["checkpoint-7.tar.part00"]  # a tar of 1,500 bytes takes 10 KiB: one part
-    restored = pieces.unpack_checkpoint(str(out), str(tmp_path / "restored"))
-    assert (tmp_path / "restored" / os.path.basename(restored) / "weights.bin").read_bytes() == bytes([7]) * 1500
+        torch.save({"output_dir": str(tmp_path / run)}, folder / "training_args.bin")  # as the Trainer's names it
+        return pieces.pack_checkpoint(str(folder), str(out), part_bytes=16_384, max_parts=8)
+
+    other = [os.path.basename(p) for p in pack("run-b", 90, 1_500)]
+    for step, size in ((3, 30_000), (7, 30_000), (7, 1_500)):
+        paths = pack("run-a", step, size)
+    assert sorted(os.listdir(out)) == sorted(other + [os.path.basename(p) for p in paths])
+    assert [os.path.basename(p) for p in paths] == ["checkpoint-7.tar.part00"]  # a tar of 1,500 bytes: 10 KiB
+    with pieces.joined_archive(str(out), "checkpoint-7") as archive:
+        assert archive.extractfile("checkpoint-7/weights.bin").read() == bytes([7]) * 1_500
+
 
 @pytest.mark.parametrize("config, dataset, params", [
     ("ndr-ctl", "ctl", ["train_size=80", "validation_iid_size=8", "validation_size=8", "test_size=8"]),

@@ -98,10 +98,11 @@ def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_b
     """Write `checkpoint_dir` (and `extra_files`, stored by base name beside it) as one tar archive cut into parts of at
     most `part_bytes`: `target_dir/<checkpoint name>.tar.part00`, `.part01`, ... The best checkpoint its
     trainer_state.json names (`best_global_step`), where it is another folder beside it, goes into the archive too,
-    less its optimizer, scheduler and RNG states. Once every part is written, the archives of earlier checkpoints (and
-    any part left over from an earlier packing of this one) are removed from `target_dir`: it holds one archive, the
-    run's latest, within the budget of `max_parts`. Returns the parts' paths; raises ValueError, writing nothing,
-    when more than `max_parts` would be needed."""
+    less its optimizer, scheduler and RNG states. Once every part is written, what it supersedes in `target_dir` is
+    removed: a part left over from an earlier packing of this checkpoint (it would be read as the archive's tail) and
+    the archives of this run's earlier checkpoints (the run's folder, as their `training_args.bin` records it), so
+    that the folder keeps one archive per run, within `max_parts`; another run's archive stays. Returns the parts'
+    paths; raises ValueError, writing nothing, when more than `max_parts` would be needed."""
     buffer = io.BytesIO()
     name = os.path.basename(os.path.normpath(checkpoint_dir))
     best = best_checkpoint_beside(checkpoint_dir)
@@ -124,9 +125,23 @@ def pack_checkpoint(checkpoint_dir: str, target_dir: str, extra_files=(), part_b
         with written_whole(path, "wb") as f:
             f.write(data[index * part_bytes : (index + 1) * part_bytes])
         paths.append(path)
-    for stale in set(glob.glob(os.path.join(target_dir, "checkpoint-*.tar.part*"))) - set(paths):
-        os.remove(stale)
+    run, step = os.path.basename(os.path.dirname(os.path.abspath(checkpoint_dir))), _step(name)
+    runs = {}  # the run folder of each earlier archive, read once
+    for stale in sorted(set(glob.glob(os.path.join(target_dir, "checkpoint-*.tar.part*"))) - set(paths)):
+        other = os.path.basename(stale).split(".tar.part")[0]
+        if other != name and _step(other) < step and other not in runs:
+            try:
+                with joined_archive(target_dir, other) as archive:
+                    runs[other] = packed_run_folder(archive)
+            except ValueError:  # parts that do not join: not known to be this run's
+                runs[other] = None
+        if other == name or (_step(other) < step and runs[other] == run):
+            os.remove(stale)
     return paths
+
+
+def _step(checkpoint_name: str) -> int:
+    return int(checkpoint_name.rsplit("-", 1)[1])
 
 
 def best_checkpoint_beside(checkpoint_dir: str) -> str | None:
@@ -148,7 +163,7 @@ def packed_step(parts_dir: str) -> int:
     parts = glob.glob(os.path.join(parts_dir, "checkpoint-*.tar.part*"))
     if not parts:
         raise FileNotFoundError(f"No packed checkpoint (checkpoint-N.tar.partNN) in {parts_dir}.")
-    return max(int(os.path.basename(p).split(".tar.part")[0].split("-")[1]) for p in parts)
+    return max(_step(os.path.basename(p).split(".tar.part")[0]) for p in parts)
 
 
 def get_last_checkpoint_or_none(output_dir: str) -> str | None:
@@ -169,15 +184,20 @@ def unpack_unless_behind(parts_dir: str, output_dir: str) -> str | None:
 def packed_archive(parts_dir: str) -> tarfile.TarFile:
     """The archive of the latest checkpoint `pack_checkpoint` wrote in `parts_dir`, its parts joined; ValueError when
     they do not join into one (a part missing or cut short)."""
-    latest = f"checkpoint-{packed_step(parts_dir)}"
-    parts = sorted(glob.glob(os.path.join(parts_dir, latest + ".tar.part*")))
+    return joined_archive(parts_dir, f"checkpoint-{packed_step(parts_dir)}")
+
+
+def joined_archive(parts_dir: str, checkpoint_name: str) -> tarfile.TarFile:
+    """The archive of `checkpoint_name` (`checkpoint-N`) in `parts_dir`, its parts joined; ValueError when they do
+    not join into one."""
+    parts = sorted(glob.glob(os.path.join(parts_dir, checkpoint_name + ".tar.part*")))
     data = b"".join(open(p, "rb").read() for p in parts)
     try:
         archive = tarfile.open(fileobj=io.BytesIO(data), mode="r")
         archive.getmembers()  # reads to the end: a truncated archive fails here, not halfway through extracting
     except (tarfile.TarError, EOFError) as error:
-        raise ValueError(f"The parts of {latest} in {parts_dir} ({len(parts)} file(s)) do not join into a checkpoint "
-                         f"archive: a part is missing or cut short ({error}).") from None
+        raise ValueError(f"The parts of {checkpoint_name} in {parts_dir} ({len(parts)} file(s)) do not join into a "
+                         f"checkpoint archive: a part is missing or cut short ({error}).") from None
     return archive
 
 

@@ -91,11 +91,13 @@ def _triton_attention(query, key, value, key_padding_mask, normalize, direction_
     heads split off by a view and a transpose, a padding mask broadcast over heads and a bfloat16 direction bias go in
     as they lie. Other leading shapes are viewed as `(M, 1, N, D)`. bfloat16 inputs are computed as they are (in
     float32 inside the kernels), float16 or mixed dtypes in `geometric_attention`'s compute precision (float64 for
-    float64 values, else float32). Under autocast to bfloat16 query, key and value enter in bfloat16, as autocast
-    gives matrix products and SDPA theirs: a layer's query made float32 by a float32 parameter added to it (the NDR's
-    query bias) would otherwise take every input to float32 and the products off the tensor cores."""
+    float64 values, else float32). Under autocast to bfloat16 query, key and value enter in bfloat16 (float64 ones
+    stay float64), as autocast gives matrix products and SDPA theirs: a layer's query made float32 by a float32
+    parameter added to it (the NDR's query bias) would otherwise take every input to float32 and the products off the
+    tensor cores."""
     device = value.device.type
-    if torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16:
+    autocast = torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16
+    if autocast and torch.float64 not in (query.dtype, key.dtype, value.dtype):  # autocast leaves float64 alone
         query, key, value = (x.to(torch.bfloat16) for x in (query, key, value))
     *batch, n, _ = query.shape
     kept = query.dtype == key.dtype == value.dtype and value.dtype in TRITON_DTYPES

@@ -143,7 +143,12 @@ class RecurrentState(ModelOutput):
         cache = layer_states = None
         if self.cache is not None:  # every cache layer reorders its batch for beam search: all of its states
             cache = continued(self.cache)
-            cache.reorder_cache(torch.arange(self.window_tokens.shape[0]).repeat_interleave(repeats))
+            index = torch.arange(self.window_tokens.shape[0]).repeat_interleave(repeats)
+            cache.reorder_cache(index)
+            linear = getattr(cache, "linear_cache", [])  # MiniMax's lightning attention keeps its states beside them
+            for i, state in enumerate(linear):
+                if isinstance(state, torch.Tensor):
+                    linear[i] = state.index_select(0, index.to(state.device))
         if self.layer_states is not None:
             layer_states = {index: tuple(tuple(map(rows, pair)) for pair in states)
                             for index, states in self.layer_states.items()}
@@ -244,9 +249,9 @@ class RecurrentCausalLMMixin(WindowRecurrenceMixin):
             )
         return mask
 
-    def _expand_inputs_for_generation(self, expand_size: int = 1, **kwargs):
+    def _expand_inputs_for_generation(self, expand_size: int = 1, *args, **kwargs):
         """transformers repeats the prompts for `num_return_sequences`; a `recurrent_state` is repeated with them."""
-        input_ids, model_kwargs = super()._expand_inputs_for_generation(expand_size=expand_size, **kwargs)
+        input_ids, model_kwargs = super()._expand_inputs_for_generation(expand_size, *args, **kwargs)
         if expand_size > 1 and model_kwargs.get("recurrent_state") is not None:
             model_kwargs["recurrent_state"] = model_kwargs["recurrent_state"].repeat_interleave(expand_size)
         return input_ids, model_kwargs
