@@ -569,6 +569,12 @@ def test_models_it_cannot_take_are_named():
     with pytest.raises(ValueError, match="window_size=5 with 2 memory tokens read before it and 2 written after it "
                                          "spans 9 positions, more than the model's sliding_window=8"):
         CausalLMWithRecurrence.wrap(mistral, window_size=5, num_memory_tokens=2)
+    for implementation in ("flash_attention_2", "flex_attention"):  # lengthgen's reason, not a generic refusal
+        llama = AutoModelForCausalLM.from_config(FAMILIES["llama"](2))
+        llama.config._attn_implementation_internal = implementation  # as a model loaded with it on a GPU has it
+        with pytest.raises(ValueError, match=f"runs attn_implementation sdpa or eager, not '{implementation}' "
+                                             "\\(h_prev needs an explicit attention mask\\)"):
+            CausalLMWithRecurrence.wrap(llama, window_size=8)
     mamba = AutoModelForCausalLM.from_config(WITHOUT_ATTENTION["mamba"](2))
     with pytest.raises(ValueError, match="cannot wrap a 'mamba' model: none of its decoder layers has softmax"):
         CausalLMWithRecurrence.wrap(mamba, window_size=8, insertion_layer=1)

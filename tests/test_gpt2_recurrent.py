@@ -271,6 +271,17 @@ def test_bad_config_raises_value_error(fields, message):
         GPT2WithRecurrenceConfig(**{**TINY, **fields})
 
 
+@pytest.mark.parametrize("implementation", ["flash_attention_2", "flex_attention"])
+def test_attention_without_an_explicit_mask_is_refused_with_the_reason(implementation):
+    """h_prev's key enters through an explicit mask: FlashAttention and flex attention are refused by lengthgen, with
+    why, before transformers' own refusal (which GPT-2's support for them would not even give)."""
+    config = GPT2WithRecurrenceConfig(**TINY, window_size=8)
+    config._attn_implementation_internal = implementation  # as from_pretrained(..., attn_implementation=...) sets it
+    with pytest.raises(ValueError, match=f"GPT2WithRecurrence runs attn_implementation sdpa or eager, not "
+                                         f"'{implementation}' \\(h_prev needs an explicit attention mask\\)"):
+        GPT2WithRecurrence(config)
+
+
 @pytest.mark.parametrize(
     "ids, message",
     [

@@ -213,6 +213,13 @@ def test_bad_config_raises_value_error(fields, message):
         RobertaWithRecurrenceConfig(**{**TINY, **fields})
 
 
+def test_attention_without_an_explicit_mask_is_refused_with_the_reason():
+    config = RobertaWithRecurrenceConfig(**TINY)
+    config._attn_implementation_internal = "flash_attention_2"  # h_prev's key enters through an explicit mask
+    with pytest.raises(ValueError, match="runs attn_implementation sdpa or eager, not 'flash_attention_2' \\(h_prev"):
+        RobertaWithRecurrenceForQuestionAnswering(config)
+
+
 def test_bad_input_raises_value_error():
     model, _ = models()
     ids, mask = windows()

@@ -294,7 +294,10 @@ def test_a_run_resumed_with_another_model_or_data_is_refused_and_a_longer_one_go
     spec = json.loads(spec_file.read_text())
     spec["model"]["config_name"] = "/another/checkout/hub_configs/ndr-ctl"
     spec_file.write_text(json.dumps(spec))
-    train(out, max_steps=6, extra=[*extra, "--learning_rate", "1e-3"])
+    # the head the config implies (the NDR's: classification), named or not, is the same model; another head is not
+    with pytest.raises(UsageError, match=r"head 'classification' \(asked: 'answer_slots'\)"):
+        train(out, max_steps=6, extra=[*extra, "--head", "answer_slots"])
+    train(out, max_steps=6, extra=[*extra, "--learning_rate", "1e-3", "--head", "classification"])
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
     # not resumed (--resume_from_checkpoint false): a new run of any model may start in the folder
     train(out, max_steps=2, extra=["--resume_from_checkpoint", "false", "--dataset_param", "train_size=100"])

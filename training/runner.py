@@ -20,6 +20,7 @@ In the output folder: the model, tokenizer and Trainer state, `lengthgen_results
 the typed results: `ExperimentResult`), Trainer's `all_results.json`, TensorBoard logs under `runs/` and a model card.
 """
 
+import dataclasses
 import inspect
 import json
 import math
@@ -282,11 +283,13 @@ def recipe_differences(earlier: dict, now: dict, recipe: dict = RECIPE) -> list[
             if named(key, earlier.get(section, {}).get(key)) != named(key, now.get(section, {}).get(key))]
 
 
-def check_same_recipe(output_dir: str, recorded: dict, recipe: dict = RECIPE) -> None:
+def check_same_recipe(output_dir: str, recorded: dict, recipe: dict = RECIPE, inferred: dict | None = None) -> None:
     """Before training resumes from `output_dir`'s last checkpoint: the model and data of the run that wrote it (its
     spec file, or its results' spec) must be those of `recorded` (a spec's `to_dict()`, or the sections a training
     script records), the fields `recipe` names by section (`recipe_differences`); a UsageError naming what differs
-    otherwise. Nothing is checked in a folder that records no spec."""
+    otherwise. Nothing is checked in a folder that records no spec. `inferred` ({section: {field: value}}): what the
+    runner decided for a field a record leaves out (None), such as the head a model's config implies; a record
+    without it counts as having that value (where the rest of the model is the same, so is what it implies)."""
     if os.path.isfile(os.path.join(output_dir, SPEC_FILE)):
         with open(os.path.join(output_dir, SPEC_FILE)) as f:
             earlier = json.load(f)
@@ -294,26 +297,31 @@ def check_same_recipe(output_dir: str, recorded: dict, recipe: dict = RECIPE) ->
         earlier = ExperimentResult.load(output_dir).spec
     else:
         return
-    if found := recipe_differences(earlier, recorded, recipe):
+
+    def filled(record):
+        return {section: {**values, **{key: value for key, value in (inferred or {}).get(section, {}).items()
+                                       if values.get(key) is None}}
+                for section, values in record.items()}
+
+    if found := recipe_differences(filled(earlier), filled(recorded), recipe):
         raise UsageError(f"{output_dir} holds a checkpoint of a run with another model or data, which this run would "
                          f"resume: {'; '.join(found)}. Give another --output_dir, or delete that folder to start "
                          "again.")
 
 
-def guard_output_dir(training_args, recorded: dict, recipe: dict = RECIPE) -> None:
+def guard_output_dir(training_args, recorded: dict, recipe: dict = RECIPE, inferred: dict | None = None) -> None:
     """Before a run trains: when it would resume its output folder's last checkpoint, the run that wrote it must share
-    `recipe`'s fields with `recorded` (`check_same_recipe`); then `recorded` is written there (SPEC_FILE), for the next
-    run in the folder to be compared with."""
+    `recipe`'s fields with `recorded` (`check_same_recipe`, with `inferred`); then `recorded` is written there
+    (SPEC_FILE), for the next run in the folder to be compared with."""
     if not training_args.do_train:
         return
     output_dir = training_args.output_dir
     if training_args.resume_from_checkpoint in RESUME_HERE and get_last_checkpoint_or_none(output_dir):
-        check_same_recipe(output_dir, recorded, recipe)
+        check_same_recipe(output_dir, recorded, recipe, inferred)
     if training_args.should_save:  # written whole: another process never reads half of it
         os.makedirs(output_dir, exist_ok=True)
         with written_whole(os.path.join(output_dir, SPEC_FILE)) as f:
             json.dump(recorded, f, indent=2)
-
 
 
 def guard_recurrent_run(training_args, model_args, model, recurrence: tuple[str, ...], data_args,
@@ -327,6 +335,7 @@ def guard_recurrent_run(training_args, model_args, model, recurrence: tuple[str,
         "data": {k: getattr(data_args, k) for k in data},
     }
     guard_output_dir(training_args, recorded, {section: tuple(fields) for section, fields in recorded.items()})
+
 
 def exponential_decay_optimizer(model, args, num_train_rows: int):
     """AdamW whose learning rate is multiplied by `lr_decay_per_epoch` after every epoch (I-BERT paper §6.1), after a
@@ -428,8 +437,9 @@ def run_experiment(spec: ExperimentSpec, splits=None, command: str | None = None
     if not training_args.do_train and not model_args.model_name_or_path:
         raise UsageError("Nothing to evaluate: without training (--do_train, training.do_train in a spec, not given or "
                          "false), give the trained model with --model_name_or_path.")
-    if save:
-        guard_output_dir(training_args, recorded)
+    if save:  # a spec without --head and one naming the head its config implies are the same model
+        implied = head if not model_args.head else models.infer_head(dataclasses.replace(model_args, head=None))
+        guard_output_dir(training_args, recorded, inferred={"model": {"head": implied}})
     if splits is None:
         with training_args.main_process_first(desc="dataset generation"):
             splits = load_splits(data_args.dataset_name, data_args.dataset_config_name, data_args.params)

@@ -56,10 +56,10 @@ from .recurrence_module import (
     RecurrentCausalLMMixin,
     cache_argument,
     causal_mask,
+    check_attention_implementation,
     forward_signature,
 )
 
-ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")
 # layer types (transformers' `layer_types` names, and the older "attention") whose self-attention is softmax
 SOFTMAX_ATTENTION = ("full_attention", "sliding_attention", "chunked_attention", "hybrid", "attention")
 # layer types that see only part of the window, and the config field that bounds them (a window must fit inside)
@@ -201,6 +201,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
     accepts_loss_kwargs = False  # `loss` is the mean over this call's tokens; Trainer scales it for accumulation
 
     def __init__(self, config: CausalLMWithRecurrenceConfig, decoder: PreTrainedModel | None = None):
+        check_attention_implementation(type(self).__name__, config._attn_implementation)  # before transformers'
         super().__init__(config)
         self.decoder = (
             decoder if decoder is not None else AutoModelForCausalLM.from_config(config.decoder_config_object())
@@ -213,12 +214,7 @@ class CausalLMWithRecurrence(RecurrentCausalLMMixin, PreTrainedModel, Generation
             check_insertion_layer(self.decoder, config.insertion_layer)
         if config.carry_layer_states:
             check_carries_layer_states(self.decoder)
-        implementation = self.decoder.config._attn_implementation
-        if implementation not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(
-                f"CausalLMWithRecurrence runs attn_implementation {' or '.join(ATTENTION_IMPLEMENTATIONS)}, "
-                f"not {implementation!r} (h_prev needs an explicit attention mask)"
-            )
+        check_attention_implementation(type(self).__name__, self.decoder.config._attn_implementation)
         sliding = getattr(self.decoder.config, "sliding_window", None)  # Mistral has no layer_types: every layer
         layer_types = getattr(self.decoder.config, "layer_types", None) or ["sliding_attention"] * bool(sliding)
         memory = config.num_memory_tokens

@@ -21,7 +21,13 @@ from torch import nn
 from transformers import DynamicCache, GenerationMixin, GPT2Model, GPT2PreTrainedModel
 
 from .configuration_gpt2_recurrent import GPT2WithRecurrenceConfig
-from .recurrence_module import RecurrenceModule, RecurrentCausalLMMixin, cache_argument, causal_mask
+from .recurrence_module import (
+    RecurrenceModule,
+    RecurrentCausalLMMixin,
+    cache_argument,
+    causal_mask,
+    check_attention_implementation,
+)
 
 
 class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, GenerationMixin):
@@ -32,6 +38,7 @@ class GPT2WithRecurrence(RecurrentCausalLMMixin, GPT2PreTrainedModel, Generation
     accepts_loss_kwargs = False  # `loss` is the mean over this call's tokens; Trainer scales it for accumulation
 
     def __init__(self, config: GPT2WithRecurrenceConfig):
+        check_attention_implementation(type(self).__name__, config._attn_implementation)
         super().__init__(config)
         self.transformer = GPT2Model(config)
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)

@@ -28,6 +28,7 @@ from .configuration_roberta_recurrent import RobertaWithRecurrenceConfig
 from .recurrence_module import (
     RecurrenceModule,
     WindowRecurrenceMixin,
+    check_attention_implementation,
     check_attention_mask,
     check_input_ids,
     values_are_free,
@@ -54,6 +55,7 @@ class RobertaWithRecurrenceForQuestionAnswering(WindowRecurrenceMixin, RobertaPr
     config_class = RobertaWithRecurrenceConfig
 
     def __init__(self, config: RobertaWithRecurrenceConfig):
+        check_attention_implementation(type(self).__name__, config._attn_implementation)
         super().__init__(config)
         self.roberta = RobertaModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)

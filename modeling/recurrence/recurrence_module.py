@@ -35,6 +35,15 @@ def check_recurrence_fields(insertion_layer: int, num_layers: int, layers_name: 
         raise ValueError(f"recurrence_pooling must be one of {POOLINGS}, got {recurrence_pooling!r}")
 
 
+def check_attention_implementation(model: str, implementation: str | None) -> None:
+    """ValueError unless the attention takes an explicit mask (h_prev's key or the memory and the window's causal mask
+    go in as one): SDPA or eager, not FlashAttention or flex attention. Called before transformers' own check, whose
+    refusal does not say why."""
+    if implementation is not None and implementation not in ("sdpa", "eager"):
+        raise ValueError(f"{model} runs attn_implementation sdpa or eager, not {implementation!r} (h_prev needs an "
+                         "explicit attention mask)")
+
+
 def check_overlap(window_size: int, overlap: int) -> None:
     """The one check of a window and its overlap (config, model call, FLOPs count, data windows): T >= 1 and
     0 <= o < T, so that every window has at least one new token."""

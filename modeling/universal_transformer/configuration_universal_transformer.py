@@ -34,7 +34,7 @@ class UniversalTransformerConfig(PretrainedConfig):
         intermediate_size (`int`, defaults to 512): inner width of the transition function (a two-layer ReLU
             feed-forward network, the paper's choice for language tasks).
         num_layers (`int`, defaults to 6): steps of the shared layer in training; with ACT, the most steps a position
-            may take (the paper's `max_steps`).
+            may take (the paper's `max_steps`) in a call that does not set `num_steps`, which caps it instead.
         num_steps (`int`, *optional*): steps of every call that does not say (in training too); None = `num_layers`.
             The forward argument `num_steps` runs more or fewer, as for the NDR.
         is_causal (`bool`, defaults to `False`): causal self-attention (the Sequential Universal Transformer).
@@ -66,7 +66,8 @@ class UniversalTransformerConfig(PretrainedConfig):
             whole input.
         hidden_dropout_prob (`float`, defaults to 0.1): dropout on the attention output and in the transition.
         attention_probs_dropout_prob (`float`, defaults to 0.1): dropout on the attention weights.
-        max_position_embeddings (`int`, defaults to 512): longest input (the step signal uses the same table).
+        max_position_embeddings (`int`, defaults to 512): longest input accepted (the position and step signals are
+            sinusoids computed for any length).
         layer_norm_eps (`float`, defaults to 1e-12): as in BERT.
         initializer_range (`float`, defaults to 0.02): standard deviation of the weights at initialisation.
     """
