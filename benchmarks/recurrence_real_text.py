@@ -153,6 +153,11 @@ def chunks(texts: list[str], tokenizer, length: int) -> list[dict]:
     return rows
 
 
+# the flags that make the pre-trained model, recorded with it
+PRETRAINING = ("family", "window_size", "pretrain_length", "vocab_size", "hidden_size", "num_layers", "pretrain_steps",
+               "pretrain_batch_size", "pretrain_learning_rate")
+
+
 def pretrain(args, root: Path):
     documents = load_documents("kjv")
     train_texts = list(documents["train"]["text"])
@@ -192,9 +197,10 @@ def pretrain(args, root: Path):
     metrics = trainer.evaluate()
     trainer.save_model(str(root / "pretrained"))
     tokenizer.save_pretrained(root / "pretrained")
+    settings = {key: getattr(args, key) for key in PRETRAINING}
     with written_whole(root / "pretrained" / "pretrain_results.json") as f:
         json.dump({"eval": metrics, "train_chunks": len(train), "log_history": trainer.state.log_history,
-                   "hardware": hardware()}, f, indent=2)
+                   "settings": settings, "hardware": hardware()}, f, indent=2)
     print(f"pretrained: validation loss per token {metrics['eval_loss']:.3f} on disjoint {length}-token chunks")
 
 
@@ -269,8 +275,11 @@ def report(args, root: Path):
         print(f"| {row['model']} | {row['overlap']} | {row['num_memory_tokens']} | {row['seeds']} | "
               f"{row['perplexity_per_word']:.2f}{spread} | {row['perplexity_per_token']:.2f} | "
               f"{row['flops_per_token'] / 1e6:.2f}M |")
-    settings = {k: v for k, v in vars(args).items() if k not in ("json", "plot", "output_dir", "stage")}
     pretrain = json.loads((root / "pretrained" / "pretrain_results.json").read_text())
+    # the pre-training's settings as its stage recorded them (this call's flags where it recorded none); the
+    # fine-tuning's as this call gives them, and the seeds each row found (`seeds` of the rows), not this call's
+    settings = {k: v for k, v in vars(args).items() if k not in ("json", "plot", "output_dir", "stage", "seeds")}
+    settings.update(pretrain.get("settings", {}))
     results = {"settings": settings, "rows": rows, "pretrain_eval_loss": pretrain["eval"]["eval_loss"],
                "hardware": hardware()}
     if args.json:

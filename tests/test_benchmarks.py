@@ -295,6 +295,25 @@ def test_recurrence_real_text_reads_the_pretrained_hybrid_in_windows_of_its_pret
         f"pretrained-as-is-window{window}": window, f"pretrained-as-is-window{window}-carried": window}
 
 
+
+def test_recurrence_real_text_reports_the_pretraining_settings_it_was_made_with(tmp_path):
+    """The report's settings are the pre-training's as its stage recorded them, not the report call's defaults, and
+    each row counts the seeds it found (three here, where the report call's --seeds default names two)."""
+    recurrence_real_text = benchmark("recurrence_real_text")
+    (tmp_path / "pretrained").mkdir()
+    made_with = {"family": "llama", "window_size": 128, "pretrain_length": None, "vocab_size": 4096, "hidden_size": 256,
+                 "num_layers": 4, "pretrain_steps": 1000, "pretrain_batch_size": 8, "pretrain_learning_rate": 1e-3}
+    (tmp_path / "pretrained" / "pretrain_results.json").write_text(json.dumps(
+        {"eval": {"eval_loss": 3.0}, "settings": made_with}))
+    for seed, perplexity in enumerate((90.0, 88.0, 89.0)):
+        (tmp_path / f"h_prev-seed{seed}").mkdir()
+        (tmp_path / f"h_prev-seed{seed}" / "all_results.json").write_text(json.dumps({
+            "test_overlap0_perplexity_per_word": perplexity, "test_overlap0_perplexity": perplexity / 2,
+            "test_overlap0_flops_per_token": 1e6, "test_overlap0_words": 100, "test_overlap0_tokens": 130}))
+    report = recurrence_real_text.main(["--stage", "report", "--output_dir", str(tmp_path)])
+    assert {key: report["settings"][key] for key in made_with} == made_with and "seeds" not in report["settings"]
+    assert report["rows"]["h_prev @ 0"]["seeds"] == 3 and report["rows"]["h_prev @ 0"]["perplexity_per_word"] == 89.0
+
 def test_recurrence_memory_names_a_failed_case_and_shows_its_error():
     """A case's subprocess that fails raises in the parent with the end of the child's stderr (its traceback), not
     a bare exit status."""
