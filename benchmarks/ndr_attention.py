@@ -70,18 +70,6 @@ def pytorch_path():
         GEOMETRIC_MODULE.load_cpu_kernel, GEOMETRIC_MODULE.triton_available = load, triton
 
 
-@contextlib.contextmanager
-def triton_launch(block: int, warps: int):
-    """Run the Triton kernels with `block` rows per program (and distances per step) and `warps` warps, forward and
-    backward, in place of the module's defaults."""
-    saved = TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS
-    TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS = block, warps
-    try:
-        yield
-    finally:
-        TRITON_MODULE.BLOCK, TRITON_MODULE.NUM_WARPS = saved
-
-
 def fused(q, k, v):
     return geometric_attention(q, k, v)
 
@@ -167,7 +155,7 @@ def measure(args, counts: list[int]) -> dict:
 
         def run(kind):
             q, k, v = tensors[kind]
-            with triton_launch(*launches[kind]) if kind in launches else contextlib.nullcontext():
+            with TRITON_MODULE.launch_configuration(*launches[kind]) if kind in launches else contextlib.nullcontext():
                 step(kinds[kind], q, k, v, backward=not args.forward_only)
             q.grad = k.grad = v.grad = None
 

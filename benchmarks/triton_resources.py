@@ -129,17 +129,14 @@ def compiled(dtype: torch.dtype, block: int, warps: int, capability: int = 90, h
     hidden_states = torch.randn(2, length, config.hidden_size, dtype=attention.query.weight.dtype, requires_grad=True)
     key_padding_mask = torch.ones(2, length, dtype=torch.bool)
     geometric_attention = modeling_ndr.geometric_attention
-    saved = kernels.BLOCK, kernels.NUM_WARPS
     modeling_ndr.geometric_attention = geometric_module._triton_attention  # what CUDA tensors take
-    kernels.BLOCK, kernels.NUM_WARPS = block, warps
     try:
-        with _compiling_instead_of_launching(capability) as binaries:
+        with kernels.launch_configuration(block, warps), _compiling_instead_of_launching(capability) as binaries:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
                 output, _ = attention(hidden_states, key_padding_mask)
             output.sum().backward()
     finally:
         modeling_ndr.geometric_attention = geometric_attention
-        kernels.BLOCK, kernels.NUM_WARPS = saved
     return binaries
 
 

@@ -188,7 +188,7 @@ def test_ndr_attention_triton_launch_configurations_are_parsed_set_and_restored(
             launch_configuration(bad)
     defaults = triton.BLOCK, triton.NUM_WARPS
     with pytest.raises(RuntimeError, match="inside"):
-        with ndr_attention.triton_launch(64, 4):
+        with triton.launch_configuration(64, 4):
             assert (triton._block(None), triton.NUM_WARPS) == (64, 4)
             raise RuntimeError("inside")
     assert (triton.BLOCK, triton.NUM_WARPS) == defaults and triton._block(None) == defaults[0]

@@ -78,6 +78,7 @@ reads their registers, stack and shared memory; benchmarks/ndr_attention.py meas
 Used by `geometric_attention` for CUDA tensors when Triton (with `tl.gather`, 3.2 or later) is installed.
 """
 
+import contextlib
 import functools
 
 import torch
@@ -92,6 +93,19 @@ except ImportError:  # CPU-only installs: geometric_attention uses the C++ kerne
 # benchmarks/ndr_attention.py --triton_configs).
 BLOCK = 16
 NUM_WARPS = 4  # warps per program
+
+
+@contextlib.contextmanager
+def launch_configuration(block: int, warps: int):
+    """Launch the kernels with `block` rows per program (and distances per step) and `warps` warps, forward and
+    backward, in place of the module's defaults while the context holds (the benchmarks compare configurations)."""
+    global BLOCK, NUM_WARPS
+    saved = BLOCK, NUM_WARPS
+    BLOCK, NUM_WARPS = block, warps
+    try:
+        yield
+    finally:
+        BLOCK, NUM_WARPS = saved
 DTYPES = (torch.bfloat16, torch.float32, torch.float64)
 
 
